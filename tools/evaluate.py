@@ -1,16 +1,25 @@
 """Evaluate candidates: compile (CPU pool, cached by source hash), then verify and time each
-one in its own sandboxed worker process. The public entry points are :func:`evaluate` and
-:func:`evaluate_many`; everything they return is a :class:`Result`."""
+one in its own sandboxed worker process. The public entry points are :func:`evaluate`,
+:func:`evaluate_many` and :func:`measure_baseline`; everything they return is a
+:class:`Result`."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
+import subprocess
+import uuid
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
-from .result import Result
-from .task import Task
+from . import profile
+from .result import Result, Status
+from .sandbox import Limits, WorkerOutcome, clean_env, run_worker
+from .static_checks import static_cheats
+from .task import Candidate, Task, TaskError, parse_candidate
 
 
 def default_cache_dir() -> Path:
@@ -33,7 +42,224 @@ class EvalOptions:
     ncu: bool = False  # add Nsight Compute metrics when ncu is present
     sanitize: bool = False  # run compute-sanitizer memcheck and racecheck
     seed: int = 0
+    compile_workers: int = 2  # CPU processes building CUDA extensions ahead of the GPU
     cache_dir: Path = dataclasses.field(default_factory=default_cache_dir)
 
 
 ResultCallback = Callable[[int, Result], None]
+
+
+class EvalError(ValueError):
+    """Bad input to the evaluator (one line, says what to do)."""
+
+
+def check_runnable(candidate: Candidate, options: EvalOptions) -> None:
+    if options.device == "cpu" and candidate.backend in ("cuda", "cupy"):
+        raise EvalError(
+            f"a {candidate.backend} candidate needs a GPU: run with --device cuda on a machine with one"
+        )
+    if options.device not in ("cuda", "cpu"):
+        raise EvalError(f"unknown device {options.device!r}: use cuda or cpu")
+
+
+def evaluate(task: Task, source: str, options: EvalOptions) -> Result:
+    """Evaluate one candidate source against ``task``."""
+    return evaluate_many(task, [source], options)[0]
+
+
+def evaluate_many(
+    task: Task, sources: list[str], options: EvalOptions, on_result: ResultCallback | None = None
+) -> list[Result]:
+    """Evaluate several candidates: CUDA builds start at once in a CPU pool, and each
+    candidate is verified and timed on the GPU as soon as its build is done, one at a time."""
+    prepared: list[Candidate | Result] = [_prepare(task, s, options) for s in sources]
+    results: list[Result] = []
+    with ThreadPoolExecutor(max_workers=max(1, options.compile_workers)) as pool:
+        builds: list[Future[Result | None] | None] = [
+            pool.submit(build, c, options) if isinstance(c, Candidate) else None for c in prepared
+        ]
+        for i, item in enumerate(prepared):
+            if isinstance(item, Result):
+                result = item
+            else:
+                future = builds[i]
+                failure = future.result() if future is not None else None
+                result = failure or _run_eval(task, item, options)
+            results.append(result)
+            if on_result is not None:
+                on_result(i, result)
+    return results
+
+
+def measure_baseline(task: Task, options: EvalOptions) -> Result:
+    """The reference timed against itself: eager and torch.compile times and the roofline."""
+    scratch = _scratch(options, task.hash, "baseline")
+    outcome = run_worker(
+        _job("baseline", task, None, options, scratch), scratch, _limits(options), _env(options, None)
+    )
+    return _to_result(outcome, None, options)
+
+
+def build(candidate: Candidate, options: EvalOptions) -> Result | None:
+    """Build a CUDA candidate's extension on the CPU (cached by source hash).
+    None when built (or nothing to build); a compile_error Result otherwise."""
+    if candidate.backend != "cuda":
+        return None
+    ext_dir = options.cache_dir / "ext" / candidate.hash
+    marker = ext_dir / ".built"
+    if marker.exists():
+        return None
+    scratch = _scratch(options, candidate.hash, "build")
+    env = _env(options, candidate)
+    env["CUDA_VISIBLE_DEVICES"] = ""  # compile only: leave the GPU to the evaluations
+    outcome = run_worker(_job("compile", None, candidate, options, scratch), scratch, _limits(options), env)
+    if outcome.result is not None and outcome.result.get("status") == "ok":
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(outcome.result.get("log", ""))
+        return None
+    if outcome.result is not None:
+        log = outcome.result.get("log", "")
+    else:
+        log = f"compile worker {outcome.crash_reason}\n{outcome.log}"
+    status = Status.TIMEOUT if outcome.timed_out else Status.COMPILE_ERROR
+    return Result(
+        status=status,
+        backend="cuda",
+        precision=options.precision,
+        device=options.device,
+        log=log,
+        source_hash=candidate.hash,
+    )
+
+
+def _prepare(task: Task, source: str, options: EvalOptions) -> Candidate | Result:
+    """Parse and statically check a candidate: a Result when it ends here."""
+    try:
+        candidate = parse_candidate(source)
+    except TaskError as err:
+        return Result(
+            status=Status.FORMAT_ERROR, precision=options.precision, device=options.device, log=str(err)
+        )
+    check_runnable(candidate, options)
+    cheats = static_cheats(source, task.source, options.precision)
+    if cheats:
+        return Result(
+            status=Status.REJECTED,
+            backend=candidate.backend,
+            precision=options.precision,
+            device=options.device,
+            cheats=cheats,
+            source_hash=candidate.hash,
+        )
+    return candidate
+
+
+def _run_eval(task: Task, candidate: Candidate, options: EvalOptions) -> Result:
+    scratch = _scratch(options, candidate.hash, "eval")
+    env = _env(options, candidate)
+    job = _job("eval", task, candidate, options, scratch)
+    result = _to_result(run_worker(job, scratch, _limits(options), env), candidate, options)
+    if options.device == "cuda" and result.status == Status.OK and (options.ncu or options.sanitize):
+        forward = _job("forward", task, candidate, options, scratch) | {"repeats": 1}
+
+        def run_forward(prefix: list[str]) -> WorkerOutcome:
+            return run_worker(forward, scratch, _limits(options), env, prefix=prefix)
+
+        if options.ncu:
+            result.ncu = profile.ncu_metrics(run_forward)
+        if options.sanitize:
+            result.sanitizer = profile.sanitize(run_forward)
+    shutil.rmtree(scratch, ignore_errors=True)
+    return result
+
+
+def _to_result(outcome: WorkerOutcome, candidate: Candidate | None, options: EvalOptions) -> Result:
+    backend = candidate.backend if candidate else "torch-only"
+    if outcome.result is not None:
+        return Result.from_json(outcome.result)
+    status = Status.TIMEOUT if outcome.timed_out else Status.RUNTIME_ERROR
+    return Result(
+        status=status,
+        backend=backend,
+        precision=options.precision,
+        device=options.device,
+        log=f"worker {outcome.crash_reason} after {outcome.elapsed_s:.1f} s\n{outcome.log}",
+        source_hash=candidate.hash if candidate else "",
+    )
+
+
+def _job(
+    mode: str, task: Task | None, candidate: Candidate | None, options: EvalOptions, scratch: Path
+) -> dict[str, Any]:
+    job: dict[str, Any] = {
+        "mode": mode,
+        "device": options.device,
+        "precision": options.precision,
+        "trials": options.trials,
+        "timing_trials": options.timing_trials,
+        "compile_baseline": options.compile_baseline,
+        "seed": options.seed,
+    }
+    if task is not None:
+        job["task_path"] = str(task.path)
+    if candidate is not None:
+        path = scratch / "candidate.py"
+        path.write_text(candidate.source)
+        job |= {"candidate_path": str(path), "backend": candidate.backend, "source_hash": candidate.hash}
+    return job
+
+
+def _scratch(options: EvalOptions, key: str, kind: str) -> Path:
+    path = options.cache_dir / "scratch" / f"{kind}-{key}-{uuid.uuid4().hex[:8]}"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _limits(options: EvalOptions) -> Limits:
+    return Limits(
+        timeout_s=options.timeout_s,
+        memory_limit_gb=options.memory_limit_gb,
+        limit_address_space=options.device == "cpu",
+    )
+
+
+def _env(options: EvalOptions, candidate: Candidate | None) -> dict[str, str]:
+    cache = options.cache_dir
+    extra = {
+        "TRITON_CACHE_DIR": str(cache / "triton"),
+        "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    if candidate is not None:
+        extra["TORCH_EXTENSIONS_DIR"] = str(cache / "ext" / candidate.hash)
+    if options.device == "cpu":
+        extra["TRITON_INTERPRET"] = "1"
+        extra["CUDA_VISIBLE_DEVICES"] = ""
+    else:
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        ids = visible.split(",") if visible else None
+        extra["CUDA_VISIBLE_DEVICES"] = ids[options.gpu_index] if ids else str(options.gpu_index)
+        arch = _cuda_arch()
+        if arch:
+            extra["TORCH_CUDA_ARCH_LIST"] = arch
+    return clean_env(extra)
+
+
+def _cuda_arch() -> str | None:
+    """Compute capability for extension builds, without creating a CUDA context here."""
+    if os.environ.get("TORCH_CUDA_ARCH_LIST"):
+        return os.environ["TORCH_CUDA_ARCH_LIST"]
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+        ).stdout.split()
+    except (subprocess.SubprocessError, OSError):
+        return None
+    return out[0] if out else None

@@ -35,7 +35,9 @@ class GpuSpec:
         the precision class lets it use them (tf32, bf16, fp16), CUDA cores otherwise."""
         if tensor_core_work and precision in ("tf32", "bf16", "fp16"):
             return self.tflops.get(f"{precision}_tc")
-        return self.tflops.get("fp32" if precision in ("fp32", "tf32") else precision) or self.tflops.get("fp32")
+        return self.tflops.get("fp32" if precision in ("fp32", "tf32") else precision) or self.tflops.get(
+            "fp32"
+        )
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -20,7 +20,7 @@ class PrecisionClass:
 
 
 PRECISIONS: dict[str, PrecisionClass] = {
-    "fp32": PrecisionClass("fp32", atol=1e-4, rtol=1e-4, max_fp64_rel_err=1e-4),
+    "fp32": PrecisionClass("fp32", atol=1e-4, rtol=1e-4, max_fp64_rel_err=1e-5),
     "tf32": PrecisionClass("tf32", atol=1e-2, rtol=1e-2, max_fp64_rel_err=2e-3),
     "bf16": PrecisionClass("bf16", atol=5e-2, rtol=5e-2, max_fp64_rel_err=2e-2),
     "fp16": PrecisionClass("fp16", atol=1e-2, rtol=1e-2, max_fp64_rel_err=5e-3),

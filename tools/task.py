@@ -95,13 +95,19 @@ def check_task_module(task: Task) -> None:
     try:
         init_inputs = module.get_init_inputs()
     except BaseException as err:
-        raise TaskError(f"{task.path}: get_init_inputs() raises {type(err).__name__}: {_first_line(err)}") from None
+        raise TaskError(
+            f"{task.path}: get_init_inputs() raises {type(err).__name__}: {_first_line(err)}"
+        ) from None
     if not isinstance(init_inputs, list | tuple):
-        raise TaskError(f"{task.path}: get_init_inputs() must return a list, got {type(init_inputs).__name__}")
+        raise TaskError(
+            f"{task.path}: get_init_inputs() must return a list, got {type(init_inputs).__name__}"
+        )
     try:
         inspect.signature(model).bind(*init_inputs)
     except TypeError as err:
-        raise TaskError(f"{task.path}: Model(*get_init_inputs()) does not match Model.__init__: {err}") from None
+        raise TaskError(
+            f"{task.path}: Model(*get_init_inputs()) does not match Model.__init__: {err}"
+        ) from None
 
 
 @dataclasses.dataclass(frozen=True)

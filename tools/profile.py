@@ -1,0 +1,138 @@
+"""Nsight Compute metrics and compute-sanitizer checks of a candidate's forward pass.
+
+Both wrap a worker in ``forward`` mode (warm-up, then the profiled calls inside an NVTX
+range named ``kforge_profile``) and parse what the tool prints.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import shutil
+from collections.abc import Callable
+from typing import Any
+
+from .sandbox import WorkerOutcome
+
+STALL_REASONS = (
+    "barrier",
+    "branch_resolving",
+    "dispatch_stall",
+    "drain",
+    "imc_miss",
+    "lg_throttle",
+    "long_scoreboard",
+    "math_pipe_throttle",
+    "membar",
+    "mio_throttle",
+    "no_instruction",
+    "not_selected",
+    "short_scoreboard",
+    "sleeping",
+    "tex_throttle",
+    "wait",
+)
+DURATION = "gpu__time_duration.sum"
+HEADLINE = {
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed": "dram_throughput_pct",
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed": "sm_throughput_pct",
+    "sm__warps_active.avg.pct_of_peak_sustained_active": "achieved_occupancy_pct",
+}
+STALL_METRIC = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
+
+RunForward = Callable[[list[str]], WorkerOutcome]
+
+
+def ncu_available() -> bool:
+    return shutil.which("ncu") is not None
+
+
+def ncu_command() -> list[str]:
+    metrics = [DURATION, *HEADLINE, *(STALL_METRIC.format(r) for r in STALL_REASONS)]
+    return [
+        "ncu",
+        "--target-processes",
+        "all",
+        "--nvtx",
+        "--nvtx-include",
+        "kforge_profile/",
+        "--metrics",
+        ",".join(metrics),
+        "--csv",
+        "--page",
+        "raw",
+    ]
+
+
+def ncu_metrics(run_forward: RunForward) -> dict[str, Any]:
+    """Time-weighted DRAM and SM throughput, achieved occupancy and the top stall reasons
+    over the kernels of one forward pass."""
+    if not ncu_available():
+        return {"error": "ncu not found on PATH"}
+    outcome = run_forward(ncu_command())
+    rows = _ncu_rows(outcome.log)
+    if not rows:
+        return {
+            "error": f"ncu reported no kernels ({outcome.crash_reason if outcome.result is None else 'no rows'})",
+            "log": outcome.log[-2000:],
+        }
+    return summarize_ncu(rows)
+
+
+def _ncu_rows(text: str) -> list[dict[str, str]]:
+    lines = [line for line in text.splitlines() if line.startswith('"')]
+    if len(lines) < 2:
+        return []
+    reader = csv.DictReader(io.StringIO("\n".join(lines)))
+    rows = list(reader)
+    return [r for r in rows if r.get(DURATION, "").replace(".", "", 1).replace(",", "").isdigit()]
+
+
+def summarize_ncu(rows: list[dict[str, str]]) -> dict[str, Any]:
+    weights = [_num(r.get(DURATION)) for r in rows]
+    total = sum(weights) or 1.0
+
+    def weighted(metric: str) -> float:
+        return sum(_num(r.get(metric)) * w for r, w in zip(rows, weights, strict=True)) / total
+
+    summary: dict[str, Any] = {"kernels": len(rows), "gpu_time_ns": sum(weights)}
+    for metric, name in HEADLINE.items():
+        summary[name] = round(weighted(metric), 2)
+    stalls = {reason: weighted(STALL_METRIC.format(reason)) for reason in STALL_REASONS}
+    top = sorted(stalls.items(), key=lambda kv: kv[1], reverse=True)[:3]
+    summary["top_stalls"] = [{"reason": r, "cycles_per_issue": round(v, 2)} for r, v in top if v > 0]
+    return summary
+
+
+def sanitize(run_forward: RunForward) -> dict[str, Any]:
+    """compute-sanitizer memcheck and racecheck of one forward pass."""
+    if shutil.which("compute-sanitizer") is None:
+        return {"error": "compute-sanitizer not found on PATH"}
+    report: dict[str, Any] = {}
+    for tool in ("memcheck", "racecheck"):
+        outcome = run_forward(["compute-sanitizer", "--tool", tool, "--target-processes", "all"])
+        report[tool] = parse_sanitizer(outcome.log)
+    return report
+
+
+def parse_sanitizer(text: str) -> dict[str, Any]:
+    summary = re.search(r"(ERROR|RACECHECK) SUMMARY: (\d+) (errors?|hazards?)", text)
+    findings = [
+        line.strip("= ").strip()
+        for line in text.splitlines()
+        if line.startswith("========= ")
+        and ("Invalid" in line or "Race" in line or "Error" in line or "hazard" in line.lower())
+    ]
+    return {
+        "errors": int(summary.group(2)) if summary else None,
+        "findings": findings[:10],
+        "completed": summary is not None,
+    }
+
+
+def _num(text: str | None) -> float:
+    try:
+        return float((text or "0").replace(",", ""))
+    except ValueError:
+        return 0.0

@@ -1,0 +1,285 @@
+"""What a worker process does with one job: load the task and the candidate, verify,
+check for cheats, time against eager and torch.compile, and place it on the roofline.
+Runs only inside a worker (see :mod:`kforge.tools.worker`)."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import random
+import traceback
+import types
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.utils.cpp_extension as cpp_extension
+
+from .guards import (
+    PrecisionGuard,
+    ReferenceGuard,
+    SizeGuard,
+    ThreadGuard,
+    TimerGuard,
+    run_guarded,
+    set_precision_flags,
+)
+from .hardware import detect_gpu
+from .precision import get_precision
+from .result import Result, Status, Timing
+from .roofline import roofline
+from .task import import_file
+from .timing import Timer
+from .verify import Verifier
+
+SUSPICIOUS_SPEEDUP = 10.0
+
+
+class BuildError(RuntimeError):
+    """A candidate's extension failed to compile."""
+
+
+@contextlib.contextmanager
+def build_errors_marked() -> Iterator[None]:
+    """Mark exceptions raised inside torch's extension builders as build errors, so a
+    failed nvcc run is told apart from a candidate that raises for another reason."""
+    originals = {name: getattr(cpp_extension, name) for name in ("load_inline", "load")}
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except Exception as err:  # any failure inside the builder is a build failure
+                raise BuildError(f"{type(err).__name__}: {err}") from err
+
+        return wrapped
+
+    for name, fn in originals.items():
+        setattr(cpp_extension, name, wrap(fn))
+    try:
+        yield
+    finally:
+        for name, fn in originals.items():
+            setattr(cpp_extension, name, fn)
+
+
+def load_candidate(path: Path) -> types.ModuleType:
+    with build_errors_marked():
+        return import_file(path, "kforge_candidate")
+
+
+class Job:
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.spec = spec
+        self.device = torch.device("cuda", 0) if spec["device"] == "cuda" else torch.device("cpu")
+        self.precision = get_precision(spec["precision"])
+        self.log: list[str] = []
+
+    def note(self, line: str) -> None:
+        self.log.append(line)
+        print(line, flush=True)
+
+    def result(self, status: Status, **fields: Any) -> Result:
+        return Result(
+            status=status,
+            precision=self.precision.name,
+            device=self.device.type,
+            backend=self.spec.get("backend", "unknown"),
+            source_hash=self.spec.get("source_hash", ""),
+            log="\n".join(self.log + ([fields.pop("log")] if "log" in fields else [])),
+            **fields,
+        )
+
+
+def run_compile(spec: dict[str, Any]) -> dict[str, Any]:
+    """Compile-only: import the candidate on the CPU so its extension is built and cached."""
+    try:
+        load_candidate(Path(spec["candidate_path"]))
+    except BuildError as err:
+        return {"status": Status.COMPILE_ERROR.value, "log": _short_trace(err)}
+    except BaseException as err:  # anything else surfaces again, with a GPU, in the eval worker
+        return {"status": "ok", "log": f"imported with errors after building: {type(err).__name__}: {err}"}
+    return {"status": "ok", "log": ""}
+
+
+def run_eval(spec: dict[str, Any]) -> Result:
+    job = Job(spec)
+    set_precision_flags(job.precision.name)
+    job.note(f"network: {network_state()}")
+    timers, precision_guard = TimerGuard(), PrecisionGuard()
+    task = import_file(Path(spec["task_path"]), "kforge_task")
+    sizes = SizeGuard(task)
+    reference_guard = ReferenceGuard(task.Model)
+    candidate_path = Path(spec["candidate_path"])
+    threads = ThreadGuard(str(candidate_path))
+    try:
+        module = load_candidate(candidate_path)
+    except BuildError as err:
+        return job.result(Status.COMPILE_ERROR, log=_short_trace(err))
+    except Exception as err:
+        return job.result(Status.RUNTIME_ERROR, log="candidate raises at import:\n" + _short_trace(err))
+    model_new = getattr(module, "ModelNew", None)
+    if not isinstance(model_new, type) or not issubclass(model_new, torch.nn.Module):
+        return job.result(Status.FORMAT_ERROR, log="ModelNew is not a torch.nn.Module subclass")
+    try:
+        inspect.signature(model_new).bind(*task.get_init_inputs())
+    except TypeError as err:
+        return job.result(
+            Status.FORMAT_ERROR, log=f"ModelNew's constructor does not take Model's arguments: {err}"
+        )
+
+    def guard_violations() -> list[str]:
+        found = timers.violations() + precision_guard.violations() + sizes.violations()
+        return found + reference_guard.violations() + threads.violations()
+
+    verifier = Verifier(task, model_new, job.device, job.precision, threads, reference_guard)
+    try:
+        verdict = verifier.run(spec["trials"], spec["seed"])
+    except Exception as err:
+        return job.result(Status.RUNTIME_ERROR, log=_short_trace(err))
+    errors = dict(
+        trials=verdict.trials,
+        max_abs_err=verdict.max_abs_err,
+        max_rel_err=verdict.max_rel_err,
+        fp64_rel_err=verdict.fp64_rel_err,
+        ref_fp64_rel_err=verdict.ref_fp64_rel_err,
+    )
+    cheats = list(dict.fromkeys(verdict.cheats + guard_violations()))
+    if cheats:
+        return job.result(Status.REJECTED, cheats=cheats, log=verdict.message, **errors)
+    if not verdict.correct or verifier.last is None:
+        return job.result(Status.INCORRECT, log=verdict.message, **errors)
+
+    trial = verifier.last
+    timer = Timer(job.device, spec["timing_trials"])
+    cand_fn = _no_grad(lambda: run_guarded(lambda: trial.candidate(*trial.inputs), threads, reference_guard))
+    try:
+        timings = time_all(job, timer, trial.reference, trial.inputs, cand_fn, spec["compile_baseline"])
+        synced_ms = timer.device_synced_ms(cand_fn)
+    except Exception as err:
+        return job.result(Status.RUNTIME_ERROR, log="while timing:\n" + _short_trace(err), **errors)
+    cand_timing = timings["candidate"]
+    cheats = guard_violations()
+    if job.device.type == "cuda" and synced_ms > 1.5 * cand_timing.median_ms + 0.05:
+        cheats.append(
+            f"work the timer misses: {synced_ms:.3f} ms until the device is idle vs "
+            f"{cand_timing.median_ms:.3f} ms on the caller's stream (side stream or thread)"
+        )
+    gpu = detect_gpu() if job.device.type == "cuda" else None
+    with torch.no_grad():
+        roof = roofline(trial.reference, trial.inputs, gpu, job.precision.name)
+    result = job.result(
+        Status.REJECTED if cheats else Status.OK,
+        correct=True,
+        cheats=cheats,
+        candidate=cand_timing,
+        eager=timings["eager"],
+        compiled=timings.get("compile"),
+        roofline=roof,
+        timing_label=timer.label,
+        **errors,
+    )
+    if not cheats and (result.speedup_vs_eager or 0) > SUSPICIOUS_SPEEDUP:
+        strict_recheck(job, verifier, result, spec)
+    return result
+
+
+def strict_recheck(job: Job, verifier: Verifier, result: Result, spec: dict[str, Any]) -> None:
+    """A speedup over 10x gets three times the trials on new seeds before it is believed."""
+    verdict = verifier.run(3 * spec["trials"], spec["seed"] + 104729)
+    if verdict.cheats or not verdict.correct:
+        result.status = Status.REJECTED
+        result.cheats += verdict.cheats or [f"failed the strict recheck of a >10x speedup: {verdict.message}"]
+    else:
+        result.flags.append(f"speedup over {SUSPICIOUS_SPEEDUP:.0f}x: passed the strict recheck")
+
+
+def time_all(
+    job: Job,
+    timer: Timer,
+    reference: torch.nn.Module,
+    inputs: list[Any],
+    cand_fn: Callable[[], Any],
+    compile_baseline: bool,
+) -> dict[str, Timing]:
+    """Candidate, eager and torch.compile timed in this worker, in a random order."""
+    entries: dict[str, Callable[[], Any]] = {
+        "candidate": cand_fn,
+        "eager": _no_grad(lambda: reference(*inputs)),
+    }
+    if compile_baseline:
+        compiled = torch.compile(reference)
+        try:
+            _no_grad(lambda: compiled(*inputs))()
+            entries["compile"] = _no_grad(lambda: compiled(*inputs))
+        except Exception as err:  # the baseline failing is not the candidate's failure
+            job.note(f"torch.compile baseline failed: {type(err).__name__}: {err}")
+    order = list(entries)
+    random.Random(job.spec["seed"]).shuffle(order)
+    job.note(f"timing order: {', '.join(order)} ({timer.label})")
+    return {name: timer.time(entries[name]) for name in order}
+
+
+def run_baseline(spec: dict[str, Any]) -> Result:
+    """The reference measured against itself: eager and torch.compile times and the roofline."""
+    job = Job(spec)
+    set_precision_flags(job.precision.name)
+    task = import_file(Path(spec["task_path"]), "kforge_task")
+    torch.manual_seed(spec["seed"])
+    reference = task.Model(*task.get_init_inputs()).to(job.device)
+    inputs = [x.to(job.device) if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+    timer = Timer(job.device, spec["timing_trials"])
+    eager_fn = _no_grad(lambda: reference(*inputs))
+    timings = time_all(job, timer, reference, inputs, eager_fn, spec["compile_baseline"])
+    gpu = detect_gpu() if job.device.type == "cuda" else None
+    with torch.no_grad():
+        roof = roofline(reference, inputs, gpu, job.precision.name)
+    return job.result(
+        Status.OK,
+        correct=True,
+        candidate=timings["candidate"],
+        eager=timings["eager"],
+        compiled=timings.get("compile"),
+        roofline=roof,
+        timing_label=timer.label,
+    )
+
+
+def run_forward(spec: dict[str, Any]) -> None:
+    """Run the candidate's forward a few times: the program that ncu and compute-sanitizer watch."""
+    task = import_file(Path(spec["task_path"]), "kforge_task")
+    module = load_candidate(Path(spec["candidate_path"]))
+    device = torch.device("cuda", 0)
+    torch.manual_seed(spec["seed"])
+    model = module.ModelNew(*task.get_init_inputs()).to(device)
+    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+    with torch.no_grad():
+        model(*inputs)  # warm-up: compilation and autotuning stay out of the profile
+        torch.cuda.synchronize()
+        torch.cuda.nvtx.range_push("kforge_profile")
+        for _ in range(spec.get("repeats", 1)):
+            model(*inputs)
+        torch.cuda.synchronize()
+        torch.cuda.nvtx.range_pop()
+
+
+def network_state() -> str:
+    try:
+        names = [line.split(":")[0].strip() for line in Path("/proc/net/dev").read_text().splitlines()[2:]]
+    except OSError:
+        return "unknown"
+    return "isolated" if names == ["lo"] else "shared (no network namespace available)"
+
+
+def _no_grad(fn: Callable[[], Any]) -> Callable[[], Any]:
+    def wrapped() -> Any:
+        with torch.no_grad():
+            return fn()
+
+    return wrapped
+
+
+def _short_trace(err: BaseException, max_chars: int = 6000) -> str:
+    text = "".join(traceback.format_exception(err))
+    return text[-max_chars:]

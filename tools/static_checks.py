@@ -1,0 +1,123 @@
+"""Cheats visible in a candidate's source, found before anything runs."""
+
+from __future__ import annotations
+
+import ast
+import copy
+import re
+
+# Tokens that lower precision, by the lowest precision class that allows them.
+LOWER_PRECISION_TOKENS: dict[str, tuple[str, ...]] = {
+    "tf32": ("allow_tf32", "set_float32_matmul_precision", "tf32"),
+    "bf16": ("bfloat16", "__nv_bfloat16", "autocast"),
+    "fp16": ("float16", "__half", "half2", ".half()", "autocast"),
+}
+ALLOWED_BY_CLASS = {
+    "fp32": set(),
+    "tf32": {"tf32"},
+    "bf16": {"tf32", "bf16"},
+    "fp16": {"tf32", "fp16"},
+}
+C_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+TIMER_TARGETS = re.compile(r"^(time|torch\.cuda|torch\.cuda\.Event|torch\.cuda\.Stream|triton\.testing)\.")
+
+
+def static_cheats(candidate_source: str, task_source: str, precision: str) -> list[str]:
+    """Reasons to reject ``candidate_source`` without running it (empty when none)."""
+    tree = ast.parse(candidate_source)
+    reasons: list[str] = []
+    reasons += _try_in_functions(tree)
+    reasons += _reference_model_use(tree)
+    reasons += _timer_patching(tree)
+    reasons += _precision_tokens(_code_text(tree), task_source, precision)
+    reasons += _tf32_dots(tree, precision)
+    return reasons
+
+
+def _try_in_functions(tree: ast.AST) -> list[str]:
+    for func in ast.walk(tree):
+        if isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
+            for node in ast.walk(func):
+                if isinstance(node, ast.Try | ast.TryStar):
+                    return [f"try/except in {func.name}(): a fallback path may hide a failing kernel"]
+    return []
+
+
+def _reference_model_use(tree: ast.AST) -> list[str]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id == "Model":
+            return ["refers to the reference Model"]
+        if isinstance(node, ast.Attribute) and node.attr == "Model":
+            return ["refers to the reference Model"]
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr in ("get_objects", "_getframe", "stack")
+            and (isinstance(node.value, ast.Name) and node.value.id in ("gc", "sys", "inspect"))
+        ):
+            return [f"introspects the evaluator ({node.value.id}.{node.attr})"]
+    return []
+
+
+def _timer_patching(tree: ast.AST) -> list[str]:
+    for node in ast.walk(tree):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = list(node.targets)
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+            targets = [node.target]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr":
+            targets = node.args[:1]
+        for target in targets:
+            name = ast.unparse(target)
+            if isinstance(target, ast.Attribute) and TIMER_TARGETS.match(name + "."):
+                return [f"patches a timer or synchronisation function ({name})"]
+            if isinstance(node, ast.Call) and TIMER_TARGETS.match(name + "."):
+                return [f"patches a timer or synchronisation function (setattr on {name})"]
+    return []
+
+
+def _precision_tokens(candidate_source: str, task_source: str, precision: str) -> list[str]:
+    allowed = ALLOWED_BY_CLASS.get(precision, set())
+    found = []
+    for cls, tokens in LOWER_PRECISION_TOKENS.items():
+        if cls in allowed:
+            continue
+        found += [t for t in tokens if t in candidate_source and t not in task_source]
+    if found:
+        return [f"precision lowered below {precision}: uses {', '.join(sorted(set(found)))}"]
+    return []
+
+
+def _code_text(tree: ast.Module) -> str:
+    """The candidate's code without comments and docstrings, C++ comments in its strings
+    removed too: prose that mentions fp16 is not a use of fp16."""
+    tree = copy.deepcopy(tree)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+            value = body[0].value
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                body[0] = ast.Pass()
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            node.value = C_COMMENT.sub("", node.value)
+    return ast.unparse(tree)
+
+
+def _tf32_dots(tree: ast.AST, precision: str) -> list[str]:
+    """Under strict fp32 a Triton dot must ask for IEEE fp32: its default is TF32."""
+    if precision != "fp32":
+        return []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "dot":
+            if not (isinstance(node.func.value, ast.Name) and node.func.value.id in ("tl", "triton")):
+                continue
+            kwargs = {kw.arg: _constant(kw.value) for kw in node.keywords}
+            ieee = kwargs.get("input_precision") == "ieee"
+            no_tf32 = kwargs.get("allow_tf32") is False
+            if not (ieee or no_tf32):
+                return ["precision lowered below fp32: tl.dot without input_precision='ieee' uses TF32"]
+    return []
+
+
+def _constant(node: ast.expr) -> object:
+    return node.value if isinstance(node, ast.Constant) else None

@@ -1,0 +1,300 @@
+"""Correctness trials, run inside the worker.
+
+Each trial builds the reference and the candidate from the same seed with fresh weights,
+draws fresh random inputs (odd trials write the new values into the previous trial's
+buffers, so a cache keyed on data pointers returns stale results), runs the two in a
+random order on separate copies of the inputs, poisons the memory the candidate's
+outputs will come from, and compares. It also measures both against a float64
+reference, which is how quietly lowered precision is caught.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import random
+import types
+from typing import Any
+
+import torch
+
+from .guards import ReferenceGuard, ThreadGuard, check_output_types, run_guarded
+from .precision import PrecisionClass
+
+
+@dataclasses.dataclass
+class Verdict:
+    correct: bool
+    trials: int = 0
+    message: str = ""
+    cheats: list[str] = dataclasses.field(default_factory=list)
+    max_abs_err: float = 0.0
+    max_rel_err: float = 0.0
+    fp64_rel_err: float | None = None
+    ref_fp64_rel_err: float | None = None
+
+
+@dataclasses.dataclass
+class Trial:
+    """The last trial's models and inputs, reused for timing."""
+
+    reference: torch.nn.Module
+    candidate: torch.nn.Module
+    inputs: list[Any]
+
+
+class Verifier:
+    def __init__(
+        self,
+        task: types.ModuleType,
+        model_new: type[torch.nn.Module],
+        device: torch.device,
+        precision: PrecisionClass,
+        threads: ThreadGuard,
+        reference_guard: ReferenceGuard,
+    ) -> None:
+        self.task = task
+        self.model_new = model_new
+        self.device = device
+        self.precision = precision
+        self.threads = threads
+        self.reference_guard = reference_guard
+        self.last: Trial | None = None
+
+    def run(self, trials: int, seed: int) -> Verdict:
+        verdict = Verdict(correct=True)
+        buffers: list[Any] | None = None
+        previous: tuple[Any, Any, bool] | None = None  # (candidate out, reference out, was correct)
+        for t in range(trials):
+            trial_seed = seed * 7919 + t * 1000
+            reference, candidate = self._build(trial_seed)
+            inputs = self._inputs(trial_seed + 1, reuse=buffers if t % 2 == 1 else None)
+            buffers = inputs
+            ref_out, cand_out, early_out, problems = self._run_pair(reference, candidate, inputs, trial_seed)
+            verdict.trials = t + 1
+            if problems:
+                verdict.cheats += problems
+            ok, message, abs_err, rel_err = compare(cand_out, ref_out, self.precision)
+            verdict.max_abs_err = max(verdict.max_abs_err, abs_err)
+            verdict.max_rel_err = max(verdict.max_rel_err, rel_err)
+            if ok and not _same(early_out, cand_out):
+                verdict.cheats.append(
+                    "work on a side stream: the output was unfinished when the caller's stream finished"
+                )
+            if not ok:
+                verdict.correct = False
+                verdict.message = f"trial {t + 1}: {message}"
+                verdict.cheats += _classify_repeat(cand_out, ref_out, previous)
+                break
+            self._fp64_errors(reference, inputs, cand_out, ref_out, verdict)
+            previous = (cand_out, ref_out, ok)
+            self.last = Trial(reference, candidate, inputs)
+            if verdict.cheats:
+                break
+        if verdict.correct and verdict.fp64_rel_err is not None and verdict.ref_fp64_rel_err is not None:
+            limit = max(self.precision.max_fp64_rel_err, 10 * verdict.ref_fp64_rel_err)
+            if verdict.fp64_rel_err > limit:
+                verdict.cheats.append(
+                    f"precision lowered: error vs float64 {verdict.fp64_rel_err:.2e} exceeds "
+                    f"{limit:.2e} allowed under {self.precision.name} (reference: {verdict.ref_fp64_rel_err:.2e})"
+                )
+        verdict.cheats = list(dict.fromkeys(verdict.cheats))
+        return verdict
+
+    def _build(self, seed: int) -> tuple[torch.nn.Module, torch.nn.Module]:
+        init = self.task.get_init_inputs()
+        torch.manual_seed(seed)
+        # Training mode, as KernelBench runs them (BatchNorm uses batch statistics).
+        reference = self.task.Model(*init).to(self.device)
+        torch.manual_seed(seed)
+        candidate = run_guarded(lambda: self.model_new(*init), self.threads, self.reference_guard)
+        candidate = candidate.to(self.device)
+        ref_state, cand_state = reference.state_dict(), candidate.state_dict()
+        if ref_state.keys() == cand_state.keys() and all(
+            ref_state[k].shape == cand_state[k].shape for k in ref_state
+        ):
+            _fresh_weights(reference, seed)
+            candidate.load_state_dict(reference.state_dict())
+        return reference, candidate
+
+    def _inputs(self, seed: int, reuse: list[Any] | None) -> list[Any]:
+        torch.manual_seed(seed)
+        fresh = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in self.task.get_inputs()]
+        if reuse is None:
+            return fresh
+        for old, new in zip(reuse, fresh, strict=True):
+            if isinstance(old, torch.Tensor):
+                old.copy_(new)  # same storage, new values
+        return reuse
+
+    def _run_pair(
+        self, reference: torch.nn.Module, candidate: torch.nn.Module, inputs: list[Any], seed: int
+    ) -> tuple[Any, Any, Any, list[str]]:
+        pristine = _clone(inputs)
+        ref_inputs = _clone(inputs)
+        problems: list[str] = []
+        order = [0, 1]
+        random.Random(seed).shuffle(order)
+        ref_out = cand_out = early_out = None
+        for who in order:
+            with torch.no_grad():
+                if who == 0:
+                    ref_out = reference(*ref_inputs)
+                    _sync(self.device)
+                else:
+                    _poison_allocator(
+                        ref_out if ref_out is not None else reference(*_clone(pristine)), self.device
+                    )
+                    cand_out = run_guarded(lambda: candidate(*inputs), self.threads, self.reference_guard)
+                    if self.device.type == "cuda":
+                        torch.cuda.current_stream().synchronize()  # the caller's stream only
+                    early_out = _clone(cand_out)
+                    _sync(self.device)
+        problems += check_output_types(cand_out, self.device)
+        if not _same(inputs, pristine) and _same(ref_inputs, pristine):
+            problems.append("inputs modified in place (the reference leaves them unchanged)")
+        return ref_out, cand_out, early_out, problems
+
+    def _fp64_errors(
+        self, reference: torch.nn.Module, inputs: list[Any], cand_out: Any, ref_out: Any, verdict: Verdict
+    ) -> None:
+        try:
+            ref64 = copy.deepcopy(reference).double()
+            with torch.no_grad():
+                out64 = ref64(*[x.double() if _is_float(x) else x for x in inputs])
+        except (RuntimeError, TypeError, NotImplementedError):
+            return  # an op without float64 support: no float64 figures for this task
+        cand_err, ref_err = _rel_err(cand_out, out64), _rel_err(ref_out, out64)
+        verdict.fp64_rel_err = max(verdict.fp64_rel_err or 0.0, cand_err)
+        verdict.ref_fp64_rel_err = max(verdict.ref_fp64_rel_err or 0.0, ref_err)
+
+
+def compare(cand: Any, ref: Any, precision: PrecisionClass) -> tuple[bool, str, float, float]:
+    """(ok, message, max abs error, max relative error) of the candidate's output."""
+    cands, refs = _flatten(cand), _flatten(ref)
+    if len(cands) != len(refs):
+        return False, f"returned {len(cands)} outputs, expected {len(refs)}", 0.0, 0.0
+    max_abs = max_rel = 0.0
+    for i, (c, r) in enumerate(zip(cands, refs, strict=True)):
+        if not isinstance(r, torch.Tensor):
+            if c != r:
+                return False, f"output {i}: {c!r} != {r!r}", 0.0, 0.0
+            continue
+        if not isinstance(c, torch.Tensor):
+            return False, f"output {i} is {type(c).__name__}, expected a tensor", 0.0, 0.0
+        if c.shape != r.shape:
+            return False, f"output {i} shape {tuple(c.shape)}, expected {tuple(r.shape)}", 0.0, 0.0
+        if c.dtype != r.dtype:
+            return False, f"output {i} dtype {c.dtype}, expected {r.dtype}", 0.0, 0.0
+        if c.device != r.device:
+            return False, f"output {i} on {c.device}, expected {r.device}", 0.0, 0.0
+        if not r.is_floating_point():
+            if not torch.equal(c, r):
+                return False, f"output {i}: integer values differ", 0.0, 0.0
+            continue
+        c64, r64 = c.double(), r.double()
+        bad = ~torch.isfinite(c64) & torch.isfinite(r64)
+        if bool(bad.any()):
+            return (
+                False,
+                f"output {i}: {int(bad.sum())} NaN/Inf values where the reference is finite",
+                0.0,
+                0.0,
+            )
+        diff = (c64 - r64).abs().nan_to_num(0.0)
+        if diff.numel():
+            max_abs = max(max_abs, float(diff.max()))
+            max_rel = max(max_rel, float((diff / r64.abs().clamp_min(1e-12)).max()))
+        if not torch.allclose(c64, r64, atol=precision.atol, rtol=precision.rtol, equal_nan=True):
+            return (
+                False,
+                f"output {i} differs: max abs err {max_abs:.3e}, max rel err {max_rel:.3e} "
+                f"(atol={precision.atol}, rtol={precision.rtol})",
+                max_abs,
+                max_rel,
+            )
+    return True, "", max_abs, max_rel
+
+
+def _classify_repeat(cand_out: Any, ref_out: Any, previous: tuple[Any, Any, bool] | None) -> list[str]:
+    """A wrong output equal to the previous call's while the reference changed."""
+    if previous is None:
+        return []
+    prev_cand, prev_ref, prev_ok = previous
+    if _same(cand_out, prev_cand) and not _same(ref_out, prev_ref):
+        if prev_ok:
+            return ["results cached across calls: the output repeats the previous call's for new inputs"]
+        return ["outputs ignore their inputs"]
+    return []
+
+
+def _fresh_weights(model: torch.nn.Module, seed: int) -> None:
+    """Move every floating parameter away from its initial value (biases initialised to zero,
+    norms to one) so that a kernel that ignores a parameter is caught."""
+    gen = torch.Generator(device="cpu").manual_seed(seed + 17)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.is_floating_point() and p.numel():
+                scale = float(p.detach().abs().mean()) or 0.1
+                noise = torch.randn(p.shape, generator=gen, dtype=p.dtype) * 0.5 * scale
+                p.add_(noise.to(p.device))
+
+
+def _poison_allocator(like: Any, device: torch.device) -> None:
+    """Fill blocks the size of each expected output with NaN and free them: the caching
+    allocator hands them to the candidate, so elements it never writes read as NaN."""
+    for t in _flatten(like):
+        if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel():
+            block = torch.full_like(t, float("nan"), device=device)
+            del block
+
+
+def _rel_err(out: Any, ref64: Any) -> float:
+    worst = 0.0
+    for o, r in zip(_flatten(out), _flatten(ref64), strict=False):
+        if isinstance(o, torch.Tensor) and isinstance(r, torch.Tensor) and r.is_floating_point():
+            denom = float(torch.linalg.vector_norm(r.double())) or 1.0
+            worst = max(worst, float(torch.linalg.vector_norm(o.double() - r.double())) / denom)
+    return worst
+
+
+def _same(a: Any, b: Any) -> bool:
+    fa, fb = _flatten(a), _flatten(b)
+    if len(fa) != len(fb):
+        return False
+    for x, y in zip(fa, fb, strict=True):
+        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
+            if (
+                x.shape != y.shape
+                or x.dtype != y.dtype
+                or not torch.equal(x.nan_to_num(0.0), y.nan_to_num(0.0))
+            ):
+                return False
+            if not torch.equal(x.isnan(), y.isnan()):
+                return False
+        elif x is not y and x != y:
+            return False
+    return True
+
+
+def _clone(obj: Any) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().clone()
+    if isinstance(obj, list | tuple):
+        return type(obj)(_clone(x) for x in obj)
+    return obj
+
+
+def _flatten(obj: Any) -> list[Any]:
+    if isinstance(obj, list | tuple):
+        return [x for item in obj for x in _flatten(item)]
+    return [obj]
+
+
+def _is_float(x: Any) -> bool:
+    return isinstance(x, torch.Tensor) and x.is_floating_point()
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()

@@ -15,19 +15,37 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-# Each module defines register(app). A module missing its optional dependencies
-# still registers its commands; they fail with a message when run.
-COMMAND_MODULES = ("eval", "retrieval", "optimize", "batch", "train")
+# Each module defines register(app) and imports its heavy dependencies inside its
+# commands. A group whose module still cannot be imported (an optional dependency
+# missing, as on a bare GPU box) gets commands that say what to install.
+COMMAND_MODULES: dict[str, tuple[str, ...]] = {
+    "eval": ("eval", "hw"),
+    "retrieval": ("index", "search"),
+    "optimize": ("optimize",),
+    "batch": ("batch",),
+    "train": ("train",),
+}
+
+
+def _missing(command: str, package: str) -> None:
+    @app.command(command, help=f"(unavailable: needs {package})")
+    def unavailable() -> None:
+        typer.echo(f"kforge {command} needs {package}: pip install 'kforge' with its dependencies", err=True)
+        raise typer.Exit(2)
 
 
 def _register_all() -> None:
-    for name in COMMAND_MODULES:
+    for module_name, commands in COMMAND_MODULES.items():
         try:
-            module = importlib.import_module(f"{__package__}.commands.{name}")
+            module = importlib.import_module(f"{__package__}.commands.{module_name}")
         except ModuleNotFoundError as err:
-            if err.name and err.name.startswith(f"{__package__}.commands"):
+            if err.name and err.name.startswith(f"{__package__}.commands.{module_name}"):
                 continue  # that command group is not built yet
-            raise
+            if err.name and err.name.startswith("kforge"):
+                raise
+            for command in commands:
+                _missing(command, err.name or "a missing package")
+            continue
         module.register(app)
 
 

@@ -1,0 +1,164 @@
+"""``kforge eval`` and ``kforge hw``: the evaluation engine from the command line.
+
+Imports only kforge.tools (torch), so it runs on a bare GPU box.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ...tools.evaluate import EvalError, EvalOptions, default_cache_dir, evaluate
+from ...tools.hardware import detect_gpu
+from ...tools.precision import PRECISIONS
+from ...tools.result import Result
+from ...tools.task import TaskError, load_task
+
+
+def bad_input(message: str) -> typer.Exit:
+    Console(stderr=True).print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    return typer.Exit(2)
+
+
+def resolve_device(device: str | None) -> str:
+    """The device to use: as asked, or cuda when one is visible; a clear error otherwise."""
+    import torch
+
+    if device is None:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device not in ("cuda", "cpu"):
+        raise bad_input(f"unknown device {device!r}: use --device cuda or --device cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise bad_input("no CUDA GPU is visible: use --device cpu to verify on the CPU")
+    return device
+
+
+def check_precision(precision: str) -> str:
+    if precision not in PRECISIONS:
+        raise bad_input(f"unknown precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
+    return precision
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("eval")
+    def eval_command(
+        task_path: Annotated[Path, typer.Argument(metavar="TASK.py", help="KernelBench-format task file")],
+        candidate_path: Annotated[
+            Path, typer.Argument(metavar="CANDIDATE.py", help="file defining ModelNew")
+        ],
+        device: Annotated[str | None, typer.Option(help="cuda or cpu (default: cuda when visible)")] = None,
+        precision: Annotated[str, typer.Option(help="fp32 (strict), tf32, bf16 or fp16")] = "fp32",
+        trials: Annotated[int, typer.Option(min=1, help="correctness trials")] = 5,
+        timing_trials: Annotated[int, typer.Option(min=1, help="timed runs per callable")] = 100,
+        timeout: Annotated[float, typer.Option(help="seconds before the worker is killed")] = 300.0,
+        compile_baseline: Annotated[bool, typer.Option(help="also time torch.compile(Model)")] = True,
+        ncu: Annotated[bool, typer.Option("--ncu", help="add Nsight Compute metrics")] = False,
+        sanitize: Annotated[bool, typer.Option("--sanitize", help="run compute-sanitizer")] = False,
+        as_json: Annotated[bool, typer.Option("--json", help="one JSON object on stdout")] = False,
+        cache_dir: Annotated[Path | None, typer.Option(help="build and scratch cache")] = None,
+    ) -> None:
+        """Verify a candidate, check it for cheats, and time it against eager and torch.compile."""
+        try:
+            task = load_task(task_path)
+        except TaskError as err:
+            raise bad_input(str(err)) from None
+        if not candidate_path.is_file():
+            raise bad_input(f"{candidate_path}: no such candidate file")
+        resolved = resolve_device(device)
+        options = EvalOptions(
+            device=resolved,
+            precision=check_precision(precision),
+            trials=trials,
+            timing_trials=timing_trials if resolved == "cuda" else min(timing_trials, 10),
+            timeout_s=timeout,
+            compile_baseline=compile_baseline,
+            ncu=ncu,
+            sanitize=sanitize,
+            cache_dir=cache_dir or default_cache_dir(),
+        )
+        console = Console(stderr=True)
+        try:
+            with console.status(f"evaluating {candidate_path.name} on {resolved}", spinner="dots"):
+                result = evaluate(task, candidate_path.read_text(), options)
+        except EvalError as err:
+            raise bad_input(str(err)) from None
+        if as_json:
+            typer.echo(json.dumps(result.to_json()))
+        else:
+            Console().print(result_table(task.name, candidate_path.name, result))
+
+    @app.command("hw")
+    def hw_command(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+        """The detected GPU and its spec, or that there is none."""
+        gpu = detect_gpu()
+        if as_json:
+            typer.echo(json.dumps(gpu.to_json() if gpu else {"gpu": None}))
+            return
+        if gpu is None:
+            typer.echo("no CUDA GPU detected (kforge can still verify on the CPU with --device cpu)")
+            return
+        table = Table(title=f"{gpu.name} ({gpu.canonical or 'not in the spec table'})", show_header=False)
+        table.add_row("compute capability", f"{gpu.compute_capability} ({gpu.arch})")
+        table.add_row("SMs", str(gpu.sms))
+        table.add_row("L2", f"{gpu.l2_bytes / 2**20:.0f} MiB")
+        table.add_row("shared memory per block (opt-in)", f"{gpu.smem_per_block_bytes / 1024:.0f} KiB")
+        table.add_row("memory", f"{gpu.memory_bytes / 2**30:.0f} GiB at {gpu.peak_gbps or '?'} GB/s peak")
+        for dtype, tflops in gpu.tflops.items():
+            table.add_row(f"peak {dtype}", f"{tflops} TFLOP/s")
+        Console().print(table)
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f} ms"
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def result_table(task_name: str, candidate_name: str, result: Result) -> Table:
+    colour = {"ok": "green", "rejected": "red", "incorrect": "red"}.get(result.status.value, "yellow")
+    table = Table(title=f"{candidate_name} on {task_name}", show_header=False)
+    table.add_row("status", f"[{colour}]{result.status.value}[/{colour}]")
+    table.add_row("backend / precision", f"{result.backend} / {result.precision}")
+    if result.cheats:
+        table.add_row("cheats", "\n".join(result.cheats))
+    if result.trials:
+        table.add_row("correct", f"{result.correct} over {result.trials} trials")
+        table.add_row("max abs / rel error", f"{result.max_abs_err:.2e} / {result.max_rel_err:.2e}")
+    if result.fp64_rel_err is not None:
+        table.add_row(
+            "error vs float64 (candidate / reference)",
+            f"{result.fp64_rel_err:.2e} / {result.ref_fp64_rel_err or 0:.2e}",
+        )
+    if result.candidate:
+        spread = f" (IQR {result.candidate.spread:.1%}, {result.candidate.trials} runs)"
+        table.add_row("candidate", _ms(result.candidate_ms) + spread)
+        table.add_row("eager", _ms(result.eager_ms))
+        table.add_row("torch.compile", _ms(result.compile_ms))
+        table.add_row(
+            "speedup vs eager / compile", f"{_x(result.speedup_vs_eager)} / {_x(result.speedup_vs_compile)}"
+        )
+        table.add_row("timing", result.timing_label)
+    if result.roofline:
+        roof = result.roofline
+        fraction = result.roofline_fraction
+        table.add_row(
+            "roofline",
+            f"{roof.bound}-bound, floor {_ms(roof.floor_ms)} on {roof.gpu or 'unknown GPU'}"
+            + (f", at {fraction:.0%} of it" if fraction is not None else ""),
+        )
+    for flag in result.flags:
+        table.add_row("note", flag)
+    if result.ncu:
+        table.add_row("ncu", json.dumps(result.ncu))
+    if result.sanitizer:
+        table.add_row("compute-sanitizer", json.dumps(result.sanitizer))
+    if result.status.value != "ok" and result.log:
+        table.add_row("log", result.log[-1500:])
+    return table

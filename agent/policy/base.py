@@ -49,6 +49,7 @@ class Context:
     plan: str = ""
     analysis: str = ""  # the critic's latest analysis
     round: int = 0
+    profile: str = ""  # the profiler's summary of where time went in the latest round
 
 
 @dataclasses.dataclass

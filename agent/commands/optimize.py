@@ -1,0 +1,83 @@
+"""``kforge optimize TASK.py``: run the optimization loop with live progress."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from ...tools.task import TaskError
+
+
+def register(app: typer.Typer) -> None:
+    app.command("optimize")(optimize_command)
+
+
+def optimize_command(
+    task: Annotated[
+        Path | None, typer.Argument(help="KernelBench-format task file (not needed with --resume)")
+    ] = None,
+    rounds: Annotated[int | None, typer.Option(help="rounds at most")] = None,
+    candidates: Annotated[int | None, typer.Option(help="candidates per round, evaluated together")] = None,
+    device: Annotated[str | None, typer.Option(help="cuda or cpu")] = None,
+    precision: Annotated[str | None, typer.Option(help="precision class: fp32, tf32, bf16, fp16")] = None,
+    model: Annotated[str | None, typer.Option(help="model name at the endpoint (or KFORGE_MODEL)")] = None,
+    base_url: Annotated[
+        str | None, typer.Option(help="OpenAI-compatible endpoint (or OPENAI_BASE_URL)")
+    ] = None,
+    api_key: Annotated[str | None, typer.Option(help="API key (or OPENAI_API_KEY)")] = None,
+    temperature: Annotated[float | None, typer.Option(help="sampling temperature")] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="completion tokens at most")] = None,
+    timeout_s: Annotated[float | None, typer.Option("--timeout", help="seconds per LLM request")] = None,
+    retries: Annotated[int | None, typer.Option(help="retries of a failed LLM request")] = None,
+    target_speedup: Annotated[
+        float | None, typer.Option(help="stop once this speedup over eager is reached")
+    ] = None,
+    patience: Annotated[
+        int | None, typer.Option(help="stop after this many rounds without improvement")
+    ] = None,
+    wall_time_s: Annotated[
+        float | None, typer.Option("--wall-time", help="seconds in the loop at most")
+    ] = None,
+    timing_trials: Annotated[int | None, typer.Option(help="timed runs per callable")] = None,
+    retrieval: Annotated[
+        bool | None, typer.Option("--retrieval/--no-retrieval", help="retrieve docs and kernels")
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="folder the run folders go in")] = None,
+    config: Annotated[
+        Path | None, typer.Option(help="TOML config (default ~/.config/kforge/config.toml)")
+    ] = None,
+    resume: Annotated[
+        str | None, typer.Option(help="continue the run in this folder (or with this id under --out)")
+    ] = None,
+    quiet: Annotated[bool, typer.Option(help="no live progress")] = False,
+) -> None:
+    """Write, verify and measure faster replacements for TASK; the fastest verified one goes to best.py."""
+    from ..events import RichRenderer
+    from ..policy.llm import LLMError
+    from ..run import SetupError, find_run, optimize, saved_settings
+    from ..settings import DEFAULT_OUT, SettingsError, resolve
+
+    flags = dict(
+        rounds=rounds, candidates=candidates, device=device, precision=precision, model=model,
+        base_url=base_url, api_key=api_key, temperature=temperature, max_tokens=max_tokens,
+        timeout_s=timeout_s, retries=retries, target_speedup=target_speedup, patience=patience,
+        wall_time_s=wall_time_s, timing_trials=timing_trials, retrieval=retrieval, out=out,
+    )  # fmt: skip
+    console = Console(stderr=True)
+    try:
+        run_dir = find_run(resume, out or DEFAULT_OUT) if resume else None
+        saved = saved_settings(run_dir) if run_dir else None
+        settings = resolve(flags, config=config, saved=saved)
+        if task is None and run_dir is None:
+            raise SetupError("give a task file, or --resume RUN")
+        summary = optimize(task, settings, on_event=None if quiet else RichRenderer(console), resume=run_dir)
+    except (SetupError, SettingsError, TaskError, LLMError) as err:
+        console.print(f"[red]error:[/] {escape(str(err))}", highlight=False)
+        raise typer.Exit(1) from None
+    if summary.status != "finished":
+        raise typer.Exit(1)
+    typer.echo(str(summary.best_path or summary.run_dir / "report.md"))

@@ -1,0 +1,76 @@
+"""The planner: measures the baseline and retrieves docs once, then asks the policy for a plan.
+
+A plan is stored per round it was made after (0: the first), so a resumed run reuses it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from ...tools.result import Status
+from ..context import RunContext
+from ..evaluator import eval_options
+from ..events import Notice, PlanReady
+from ..retrieve import RetrievalMissing, retrieve_docs
+from ..state import State
+from ..views import policy_context
+
+BASELINE_ID = "baseline"
+
+
+def _baseline(rc: RunContext) -> dict[str, Any]:
+    stored = rc.store.results(rc.run_id).get(BASELINE_ID)
+    if stored is None:
+        stored = rc.evaluator.measure_baseline(rc.task, eval_options(rc.settings))
+        rc.store.add_result(rc.run_id, BASELINE_ID, stored)
+    if stored.status is not Status.OK:
+        rc.emit(
+            Notice(
+                message=f"the reference itself did not run cleanly ({stored.status.value}): {stored.log[:200]}"
+            )
+        )
+    return stored.to_json()
+
+
+def _docs(rc: RunContext) -> list[dict[str, Any]]:
+    if not rc.settings.retrieval:
+        return []
+    try:
+        docs = retrieve_docs(rc.task, rc.hardware, rc.settings.retrieval_budget_chars)
+    except RetrievalMissing as err:
+        rc.emit(Notice(message=str(err)))
+        return []
+    return [dataclasses.asdict(doc) for doc in docs]
+
+
+def planner(state: State, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    rc = runtime.context
+    updates: dict[str, Any] = {}
+    if "round" not in state:  # the first visit: set up the loop's bookkeeping
+        updates.update(
+            round=0,
+            attempts=[],
+            results={},
+            rounds_without_improvement=0,
+            failed_rounds_in_row=0,
+            best_attempt_id=None,
+            best_speedup=None,
+            elapsed_s=0.0,
+            clock_mark=time.time(),
+        )
+    if state.get("baseline") is None:
+        updates["baseline"] = _baseline(rc)
+    if "docs" not in state:
+        updates["docs"] = _docs(rc)
+    after_round = state.get("round", 0)
+    plan = rc.store.analysis(rc.run_id, after_round, "plan")
+    if plan is None:
+        plan = rc.policy.plan(policy_context({**state, **updates}, rc, after_round))  # type: ignore[typeddict-item]
+        rc.store.add_analysis(rc.run_id, after_round, "plan", plan)
+    docs = updates.get("docs", state.get("docs", []))
+    rc.emit(PlanReady(round=after_round, plan=plan, docs=[doc["id"] for doc in docs]))
+    return {**updates, "plan": plan, "plan_round": after_round, "failed_rounds_in_row": 0}

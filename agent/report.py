@@ -1,0 +1,127 @@
+"""Write a run's ``report.md`` (every attempt with its result and the analyses) and ``best.py``
+(the fastest verified candidate) from the trajectory store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..tools.result import Result, Status
+from .nodes.planner import BASELINE_ID
+from .policy.contrast import figures
+from .policy.render import baseline_summary
+from .store import Store, TrajectoryStep
+
+
+def _fmt(value: float | None, unit: str = "", digits: int = 4) -> str:
+    return f"{value:.{digits}g}{unit}" if value is not None else "-"
+
+
+def best_step(steps: list[TrajectoryStep]) -> TrajectoryStep | None:
+    """The verified step with the highest speedup over eager."""
+    best: tuple[float, TrajectoryStep] | None = None
+    for step in steps:
+        result = step.result
+        if result is None or result.status is not Status.OK or result.speedup_vs_eager is None:
+            continue
+        if best is None or result.speedup_vs_eager > best[0]:
+            best = (result.speedup_vs_eager, step)
+    return best[1] if best else None
+
+
+def _row(step: TrajectoryStep) -> str:
+    r = step.result
+    if r is None:
+        return f"| {step.attempt.attempt_id} | {step.attempt.strategy} | not evaluated | - | - | - | - |"
+    roof = f"{r.roofline_fraction:.0%}" if r.roofline_fraction is not None else "-"
+    return (
+        f"| {step.attempt.attempt_id} | {step.attempt.strategy} | {r.status.value} | {_fmt(r.speedup_vs_eager, 'x', 3)}"
+        f" | {_fmt(r.speedup_vs_compile, 'x', 3)} | {_fmt(r.candidate_ms)} | {roof} |"
+    )
+
+
+def _details(step: TrajectoryStep) -> list[str]:
+    a, r = step.attempt, step.result
+    out = [f"#### {a.attempt_id}", "", figures(r) if r is not None else "not evaluated", ""]
+    if a.analysis:
+        out += ["Performance analysis:", "", a.analysis.strip(), ""]
+    if a.plan:
+        out += ["Plan:", "", a.plan.strip(), ""]
+    if r is not None and r.status is not Status.OK and r.log:
+        out += ["```text", r.log.strip()[-2000:], "```", ""]
+    if a.source:
+        out += [
+            "<details><summary>code</summary>",
+            "",
+            "```python",
+            a.source.rstrip(),
+            "```",
+            "",
+            "</details>",
+            "",
+        ]
+    elif a.raw:
+        out += [
+            "<details><summary>unparsed answer</summary>",
+            "",
+            "```text",
+            a.raw.strip()[:4000],
+            "```",
+            "</details>",
+            "",
+        ]
+    return out
+
+
+def render_report(store: Store, run_id: str) -> str:
+    info = store.run_info(run_id) or {}
+    baseline: Result | None = store.results(run_id).get(BASELINE_ID)
+    lines = [f"# kforge run {run_id}", ""]
+    for trajectory in store.trajectories(run_id):
+        best = best_step(trajectory.steps)
+        lines += [
+            f"Task: `{trajectory.task_name}` ({trajectory.task_hash}); policy {info.get('policy', '-')},"
+            f" model {info.get('model') or '-'}; status {info.get('status', '-')}: {info.get('reason') or '-'}",
+            "",
+            f"Baseline: {baseline_summary(baseline)}",
+            "",
+            f"Best: {best.attempt.attempt_id} at {_fmt(best.result.speedup_vs_eager if best.result else None, 'x', 3)}"
+            if best
+            else "Best: no verified candidate",
+            "",
+        ]
+        rounds = sorted({s.attempt.round for s in trajectory.steps} | set(trajectory.analyses))
+        for round in rounds:
+            notes = trajectory.analyses.get(round, {})
+            steps = [s for s in trajectory.steps if s.attempt.round == round]
+            if round > 0 or steps:
+                lines += [f"## Round {round}", ""]
+            if steps:
+                lines += [
+                    "| attempt | strategy | status | vs eager | vs compile | ms | roofline |",
+                    "|---" * 7 + "|",
+                ]
+                lines += [_row(s) for s in steps] + [""]
+                for step in steps:
+                    lines += _details(step)
+            if "critic" in notes:
+                lines += ["### Critic's analysis", "", notes["critic"].strip(), ""]
+            if "plan" in notes:
+                lines += [
+                    f"### Plan made after round {round}" if round else "## Plan",
+                    "",
+                    notes["plan"].strip(),
+                    "",
+                ]
+    return "\n".join(lines)
+
+
+def write_outputs(store: Store, run_id: str, run_dir: Path) -> Path | None:
+    """Write report.md and best.py; returns best.py's path, or None when nothing verified."""
+    (run_dir / "report.md").write_text(render_report(store, run_id))
+    best_path = run_dir / "best.py"
+    for trajectory in store.trajectories(run_id):
+        best = best_step(trajectory.steps)
+        if best is not None:
+            best_path.write_text(best.attempt.source)
+            return best_path
+    return None

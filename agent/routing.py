@@ -1,0 +1,24 @@
+"""Routing after the critic. Raises on a state it does not expect instead of guessing."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from .state import State
+
+END_NODE = "__end__"
+
+
+class RoutingError(RuntimeError):
+    pass
+
+
+def after_critic(state: State) -> Literal["coder", "planner", "__end__"]:
+    decision = state.get("decision")
+    if decision == "continue":
+        return "coder"
+    if decision == "replan":
+        return "planner"
+    if decision == "stop":
+        return "__end__"
+    raise RoutingError(f"critic left no valid decision (got {decision!r})")

@@ -1,0 +1,176 @@
+"""Run the optimization loop on one task: ``optimize`` is what the CLI, batch, MCP and chat call.
+
+A run folder holds ``run.json``, the task as it was given, ``trajectories.db`` (the store),
+``checkpoint.db`` (langgraph's SQLite checkpointer, thread id = run id), ``events.jsonl``,
+``report.md`` and ``best.py``. A run stopped at any point continues with ``resume``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import shutil
+import sqlite3
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from ..tools.hardware import detect_gpu
+from ..tools.task import Task, load_task
+from .context import RunContext
+from .evaluator import EngineEvaluator, Evaluator
+from .events import EventSink, JsonlSink, RunFailed, RunFinished, RunStarted, fan_out
+from .graph import build_graph
+from .policy.base import Policy
+from .policy.llm import LLMError, LLMPolicy, openai_client
+from .report import write_outputs
+from .settings import RunSettings
+from .store import LLMCallRecord, Store
+
+
+class SetupError(RuntimeError):
+    """The run cannot start (no policy, unknown run folder). The message is one line."""
+
+
+@dataclasses.dataclass
+class RunSummary:
+    run_id: str
+    run_dir: Path
+    status: str  # "finished" or "failed" (failed runs can be resumed)
+    reason: str  # why the loop stopped, or the one-line error
+    best_attempt_id: str | None
+    best_speedup: float | None
+    best_path: Path | None
+
+
+def find_run(resume: str | Path, out: Path) -> Path:
+    """A run folder given as a path or as a run id under ``out``."""
+    for candidate in (Path(resume), out / str(resume)):
+        if (candidate / "run.json").is_file():
+            return candidate.resolve()
+    raise SetupError(f"no run folder {resume} (looked in . and {out})")
+
+
+def _new_run(task_path: Path, settings: RunSettings) -> tuple[str, Path, Task]:
+    task = load_task(task_path)
+    run_id = f"{task.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    run_dir = (settings.out / run_id).resolve()
+    (run_dir / "task").mkdir(parents=True)
+    shutil.copyfile(task.path, run_dir / "task" / task.path.name)
+    meta = {"run_id": run_id, "task": f"task/{task.path.name}", "settings": settings.to_json()}
+    (run_dir / "run.json").write_text(json.dumps(meta, indent=2))
+    return run_id, run_dir, load_task(run_dir / "task" / task.path.name)
+
+
+def saved_settings(run_dir: Path) -> dict[str, Any]:
+    settings: dict[str, Any] = json.loads((run_dir / "run.json").read_text())["settings"]
+    return settings
+
+
+def choose_policy(
+    settings: RunSettings, store: Store | None = None, run_id: str = ""
+) -> tuple[Policy, str | None]:
+    """The LLM policy when an endpoint is configured, else the embedded one when it exists."""
+    if settings.endpoint_configured:
+        client = openai_client(settings)
+
+        def on_call(call: LLMCallRecord) -> None:
+            if store is not None:
+                store.add_llm_call(run_id, call)
+
+        policy = LLMPolicy(
+            client,
+            device=settings.device,
+            temperature=settings.temperature,
+            max_tokens=settings.max_tokens,
+            on_call=on_call,
+        )
+        return policy, client.model
+    try:
+        module = importlib.import_module("kforge.agent.policy.embedded")
+    except ModuleNotFoundError as err:
+        if err.name != "kforge.agent.policy.embedded":
+            raise
+        raise SetupError(
+            "no LLM endpoint configured: set OPENAI_BASE_URL (and OPENAI_API_KEY) or pass --base-url"
+        ) from None
+    embedded: Policy = module.EmbeddedPolicy()
+    return embedded, None
+
+
+def optimize(
+    task_path: str | Path | None,
+    settings: RunSettings,
+    policy: Policy | None = None,
+    evaluator: Evaluator | None = None,
+    on_event: EventSink | None = None,
+    *,
+    resume: Path | None = None,
+) -> RunSummary:
+    """Optimize one task (or resume the run in folder ``resume``) and write the run folder."""
+    if resume is not None:
+        run_dir = resume
+        meta = json.loads((run_dir / "run.json").read_text())
+        run_id = meta["run_id"]
+        task = load_task(run_dir / meta["task"])
+    elif task_path is not None:
+        run_id, run_dir, task = _new_run(Path(task_path), settings)
+    else:
+        raise SetupError("give a task file, or --resume RUN")
+    store = Store(run_dir / "trajectories.db")
+    model: str | None = None
+    if policy is None:
+        policy, model = choose_policy(settings, store=store, run_id=run_id)
+    emit = fan_out([JsonlSink(run_dir / "events.jsonl"), on_event])
+    rc = RunContext(
+        run_id=run_id,
+        task=task,
+        settings=settings,
+        policy=policy,
+        evaluator=evaluator or EngineEvaluator(),
+        store=store,
+        hardware=detect_gpu() if settings.device == "cuda" else None,
+        on_event=emit,
+        model=model,
+    )
+    store.start_run(run_id, task, policy=policy.name, model=model, settings=settings.to_json())
+    rc.emit(RunStarted(task=task.name, run_dir=str(run_dir), policy=policy.name, resumed=resume is not None))
+    config: RunnableConfig = {
+        "configurable": {"thread_id": run_id},
+        "recursion_limit": 20 * (settings.rounds + 2),
+    }
+    conn = sqlite3.connect(run_dir / "checkpoint.db", check_same_thread=False)
+    try:
+        graph = build_graph().compile(checkpointer=SqliteSaver(conn))
+        started = graph.get_state(config).values if resume is not None else {}
+        try:
+            final = graph.invoke(None if started else {"run_id": run_id}, config, context=rc)
+        except LLMError as err:
+            store.finish_run(run_id, "failed", str(err))
+            write_outputs(store, run_id, run_dir)
+            rc.emit(RunFailed(run_dir=str(run_dir), message=str(err)))
+            state = graph.get_state(config).values
+            return RunSummary(
+                run_id,
+                run_dir,
+                "failed",
+                str(err),
+                state.get("best_attempt_id"),
+                state.get("best_speedup"),
+                None,
+            )
+    finally:
+        conn.close()
+    reason = final.get("reason", "finished")
+    store.finish_run(run_id, "finished", reason)
+    best_path = write_outputs(store, run_id, run_dir)
+    best_id, best_speedup = final.get("best_attempt_id"), final.get("best_speedup")
+    rc.emit(
+        RunFinished(run_dir=str(run_dir), best_attempt_id=best_id, best_speedup=best_speedup, reason=reason)
+    )
+    return RunSummary(run_id, run_dir, "finished", reason, best_id, best_speedup, best_path)

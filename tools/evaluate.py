@@ -166,7 +166,7 @@ def _run_eval(task: Task, candidate: Candidate, options: EvalOptions) -> Result:
             return run_worker(forward, scratch, _limits(options), env, prefix=prefix)
 
         if options.ncu:
-            result.ncu = profile.ncu_metrics(run_forward)
+            result.ncu = profile.ncu_metrics(run_forward, scratch)
         if options.sanitize:
             result.sanitizer = profile.sanitize(run_forward)
     shutil.rmtree(scratch, ignore_errors=True)

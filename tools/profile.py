@@ -11,6 +11,7 @@ import io
 import re
 import shutil
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from .sandbox import WorkerOutcome
@@ -48,10 +49,12 @@ def ncu_available() -> bool:
     return shutil.which("ncu") is not None
 
 
-def ncu_command() -> list[str]:
+def ncu_command(log_file: Path) -> list[str]:
     metrics = [DURATION, *HEADLINE, *(STALL_METRIC.format(r) for r in STALL_REASONS)]
     return [
         "ncu",
+        "--log-file",
+        str(log_file),
         "--target-processes",
         "all",
         "--nvtx",
@@ -65,13 +68,14 @@ def ncu_command() -> list[str]:
     ]
 
 
-def ncu_metrics(run_forward: RunForward) -> dict[str, Any]:
+def ncu_metrics(run_forward: RunForward, scratch: Path) -> dict[str, Any]:
     """Time-weighted DRAM and SM throughput, achieved occupancy and the top stall reasons
     over the kernels of one forward pass."""
     if not ncu_available():
         return {"error": "ncu not found on PATH"}
-    outcome = run_forward(ncu_command())
-    rows = _ncu_rows(outcome.log)
+    log_file = scratch / "ncu.csv"
+    outcome = run_forward(ncu_command(log_file))
+    rows = _ncu_rows(log_file.read_text(errors="replace") if log_file.exists() else "")
     if not rows:
         return {
             "error": f"ncu reported no kernels ({outcome.crash_reason if outcome.result is None else 'no rows'})",

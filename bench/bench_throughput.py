@@ -1,0 +1,119 @@
+"""Throughput: candidates fully evaluated per minute on one GPU, for a batch of candidates
+(the example reference kernels), with the compile cache cold and then warm.
+
+Every candidate is fully evaluated: built, verified over 5 trials, checked for cheats and
+timed against eager and torch.compile in its own worker. With ``--write-measured`` the cold
+run's results are saved as the measured results of the corpus's prior kernels.
+
+    python bench/bench_throughput.py [--limit 20] [--write-measured corpus/kernels/measured.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+from common import example_candidates, header, print_table
+from kforge.tools.evaluate import EvalOptions, evaluate_many
+from kforge.tools.hardware import detect_gpu
+from kforge.tools.result import Result
+from kforge.tools.task import load_task
+
+
+def run_batch(pairs: list[tuple[Path, Path]], options: EvalOptions) -> tuple[float, dict[Path, Result]]:
+    by_task: dict[Path, list[Path]] = defaultdict(list)
+    for task_file, cand_file in pairs:
+        by_task[task_file].append(cand_file)
+    results: dict[Path, Result] = {}
+    start = time.monotonic()
+    for task_file, cands in by_task.items():
+        task = load_task(task_file)
+        for cand_file, result in zip(
+            cands, evaluate_many(task, [c.read_text() for c in cands], options), strict=True
+        ):
+            results[cand_file] = result
+            print(
+                f"  {cand_file.name:32s} {result.status.value:14s} {result.speedup_vs_eager or 0:6.2f}x",
+                flush=True,
+            )
+    return time.monotonic() - start, results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--limit", type=int, default=20)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--write-measured", type=Path)
+    parser.add_argument("--no-compile-baseline", action="store_true")
+    args = parser.parse_args()
+    pairs = example_candidates()[: args.limit]
+    if args.device == "cpu":
+        pairs = [p for p in pairs if not p[1].name.endswith("_cuda.py")]
+    cache = Path(tempfile.mkdtemp(prefix="kforge-bench-"))
+    options = EvalOptions(device=args.device, cache_dir=cache, compile_baseline=not args.no_compile_baseline)
+    rows = []
+    first: dict[Path, Result] = {}
+    for label in ("cold", "warm"):
+        print(f"{label} compile cache:", flush=True)
+        seconds, results = run_batch(pairs, options)
+        first = first or results
+        ok = sum(r.status.value == "ok" for r in results.values())
+        rows.append((label, len(results), ok, seconds, 60.0 * len(results) / seconds))
+    print(header(" ".join(sys.argv)))
+    print_table(
+        "evaluation throughput", ["compile cache", "candidates", "ok", "seconds", "candidates/min"], rows
+    )
+    summary = [
+        (
+            c.name,
+            r.status.value,
+            r.candidate_ms,
+            r.eager_ms,
+            r.compile_ms,
+            r.speedup_vs_eager,
+            r.speedup_vs_compile,
+            r.roofline_fraction,
+        )
+        for c, r in first.items()
+    ]
+    print_table(
+        "example kernels (cold run)",
+        ["candidate", "status", "ms", "eager ms", "compile ms", "vs eager", "vs compile", "of roofline"],
+        summary,
+    )
+    for c, r in first.items():
+        if r.status.value != "ok":
+            print(f"--- {c.name}: {r.status.value} {r.cheats}\n{r.log[-1500:]}")
+    if args.write_measured:
+        gpu = detect_gpu()
+        measured = {
+            "gpu": gpu.canonical if gpu else None,
+            "measured_on": f"{datetime.date.today()} {gpu.name if gpu else 'cpu'}",
+            "results": {
+                f"candidates/{c.name}": {
+                    k: r.to_json()[k]
+                    for k in (
+                        "status",
+                        "candidate_ms",
+                        "eager_ms",
+                        "compile_ms",
+                        "speedup_vs_eager",
+                        "speedup_vs_compile",
+                        "roofline_fraction",
+                    )
+                }
+                for c, r in first.items()
+            },
+        }
+        args.write_measured.write_text(json.dumps(measured, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

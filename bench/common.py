@@ -1,0 +1,55 @@
+"""Helpers shared by the benchmarks: example catalog, KernelBench task lists, tables."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import platform
+import re
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+
+def examples_dir() -> Path:
+    return Path(str(resources.files("kforge.examples")))
+
+
+def example_candidates() -> list[tuple[Path, Path]]:
+    """(task file, candidate file) for every reference candidate in examples/catalog.json."""
+    root = examples_dir()
+    catalog = json.loads((root / "catalog.json").read_text())
+    return [(root / e["task_file"], root / c["file"]) for e in catalog for c in e["candidates"]]
+
+
+def kernelbench_tasks(root: Path, level: int, per_level: int | None = None) -> list[Path]:
+    """Task files of one KernelBench level in problem-number order (the selection rule:
+    the first ``per_level`` by number, whatever their results)."""
+    folder = root / f"level{level}"
+    if not folder.is_dir():
+        folder = root / "KernelBench" / f"level{level}"
+    files = sorted(folder.glob("*.py"), key=lambda p: int(re.match(r"(\d+)", p.name).group(1)))  # type: ignore[union-attr]
+    return files[:per_level] if per_level else files
+
+
+def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*(f"{v:.4g}" if isinstance(v, float) else str(v) for v in row))
+    Console(width=160).print(table)
+
+
+def header(command: str) -> str:
+    import torch
+
+    gpu = (
+        torch.cuda.get_device_name(0)
+        if torch.cuda.is_available()
+        else f"no GPU ({platform.processor() or 'cpu'})"
+    )
+    return f"date {datetime.date.today()} | {gpu} | torch {torch.__version__} | command: {command}"

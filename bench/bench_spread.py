@@ -30,7 +30,8 @@ def main() -> None:
     rows, medians = [], []
     for run in range(args.runs):
         result = evaluate(task, args.candidate.read_text(), options)
-        assert result.candidate is not None, result.log
+        if result.candidate is None:
+            raise SystemExit(f"run {run + 1}: {result.status.value}\n{result.log}")
         medians.append(result.candidate.median_ms)
         rows.append((run + 1, result.candidate.median_ms, result.candidate.iqr_ms, result.eager_ms))
     spread = (max(medians) - min(medians)) / statistics.median(medians)

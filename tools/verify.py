@@ -87,7 +87,7 @@ class Verifier:
                 verdict.cheats += _classify_repeat(cand_out, ref_out, previous)
                 break
             self._fp64_errors(reference, inputs, cand_out, ref_out, verdict)
-            previous = (cand_out, ref_out, ok)
+            previous = (_clone(cand_out), _clone(ref_out), ok)  # CUDA-graph outputs get overwritten
             self.last = Trial(reference, candidate, inputs)
             if verdict.cheats:
                 break

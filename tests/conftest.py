@@ -1,0 +1,92 @@
+"""Shared fixtures: fixture paths, a scratch cache folder, CPU evaluation options, and the
+skip for tests marked ``gpu`` on machines without CUDA."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+from kforge.tools.evaluate import EvalOptions
+from kforge.tools.task import Task, load_task
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("gpu") is not None and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU (torch.cuda.is_available() is False)")
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir() -> Path:
+    return FIXTURES
+
+
+@pytest.fixture(scope="session")
+def fixture_source() -> Callable[[str], str]:
+    """The text of a fixture file by its path under tests/fixtures, e.g. "cheats/hang.py"."""
+
+    def read(relative: str) -> str:
+        return (FIXTURES / relative).read_text()
+
+    return read
+
+
+@pytest.fixture(scope="session")
+def fixture_task() -> Callable[[str], Task]:
+    """A fixture task by name, e.g. "scale_relu"."""
+
+    def load(name: str) -> Task:
+        return load_task(FIXTURES / "tasks" / f"{name}.py")
+
+    return load
+
+
+@pytest.fixture(scope="session")
+def session_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache folder for module-scoped evaluations (compiled extensions, Triton caches)."""
+    return tmp_path_factory.mktemp("kforge-cache")
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "cache"
+    path.mkdir()
+    return path
+
+
+def cpu_options(cache_dir: Path, **overrides: object) -> EvalOptions:
+    """Small, fast settings for evaluations on the CPU."""
+    settings: dict[str, object] = dict(
+        device="cpu", trials=5, timing_trials=3, compile_baseline=False, timeout_s=120.0, cache_dir=cache_dir
+    )
+    settings.update(overrides)
+    return EvalOptions(**settings)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def make_cpu_options(cache_dir: Path) -> Callable[..., EvalOptions]:
+    """EvalOptions for the CPU with a per-test cache folder; keyword overrides pass through."""
+    return lambda **overrides: cpu_options(cache_dir, **overrides)
+
+
+@pytest.fixture(scope="session")
+def make_session_cpu_options(session_cache_dir: Path) -> Callable[..., EvalOptions]:
+    """The same for module- and session-scoped fixtures."""
+    return lambda **overrides: cpu_options(session_cache_dir, **overrides)
+
+
+@pytest.fixture(scope="session")
+def make_gpu_options(session_cache_dir: Path) -> Callable[..., EvalOptions]:
+    """EvalOptions for the first CUDA GPU, with fewer timed runs than the default."""
+
+    def make(**overrides: object) -> EvalOptions:
+        settings: dict[str, object] = dict(
+            device="cuda", trials=5, timing_trials=20, timeout_s=300.0, cache_dir=session_cache_dir
+        )
+        settings.update(overrides)
+        return EvalOptions(**settings)  # type: ignore[arg-type]
+
+    return make

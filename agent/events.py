@@ -143,7 +143,7 @@ class RichRenderer:
         self.console = console or Console(stderr=True)
 
     def __call__(self, event: Event) -> None:
-        self.console.print(self.render(event), highlight=False)
+        self.console.print(self.render(event), highlight=False, soft_wrap=True)
 
     def render(self, event: Event) -> str:
         match event:

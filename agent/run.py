@@ -149,7 +149,9 @@ def optimize(
         graph = build_graph().compile(checkpointer=SqliteSaver(conn))
         started = graph.get_state(config).values if resume is not None else {}
         try:
-            final = graph.invoke(None if started else {"run_id": run_id}, config, context=rc)
+            final = graph.invoke(
+                None if started else {"run_id": run_id}, config, context=rc, durability="sync"
+            )
         except LLMError as err:
             store.finish_run(run_id, "failed", str(err))
             write_outputs(store, run_id, run_dir)

@@ -76,8 +76,13 @@ def optimize_command(
             raise SetupError("give a task file, or --resume RUN")
         summary = optimize(task, settings, on_event=None if quiet else RichRenderer(console), resume=run_dir)
     except (SetupError, SettingsError, TaskError, LLMError) as err:
-        console.print(f"[red]error:[/] {escape(str(err))}", highlight=False)
+        console.print(f"[red]error:[/] {escape(str(err))}", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
     if summary.status != "finished":
+        if quiet:  # otherwise the progress renderer has said it
+            console.print(
+                f"[red]error:[/] {escape(summary.reason)} (resume with --resume {summary.run_dir})",
+                soft_wrap=True,
+            )
         raise typer.Exit(1)
     typer.echo(str(summary.best_path or summary.run_dir / "report.md"))

@@ -10,7 +10,7 @@ from typing import Any
 class Hit:
     id: str  # stable chunk id, cited in prompts: "guide/coalescing#vector-loads"
     kind: str  # "hardware", "guide" or "kernel"
-    score: float  # cosine similarity to the query, 1.0 for a chunk fetched by id or filter
+    score: float  # cosine similarity plus keyword bonus (see rerank); 1.0 when fetched by id or filter
     text: str
     metadata: dict[str, Any]
 

@@ -22,11 +22,13 @@ from .chunking import Chunk, metadata_for_store
 from .embed import INSTALL_HINT, Embedder, chroma_embedding_function
 from .errors import MissingDependency
 from .hits import Hit
+from .rerank import combined_score, terms
 
 log = logging.getLogger(__name__)
 
 KINDS = ("hardware", "guide", "kernel")
 BATCH_SIZE = 32
+POOL_FACTOR, MIN_POOL = 4, 20  # nearest chunks per kind that the keyword re-ranking sees
 Progress = Callable[[int, int], None]  # (chunks embedded so far, chunks to embed)
 
 
@@ -217,19 +219,22 @@ class Store:
     def search(
         self, query: str, k: int = 5, kinds: Iterable[str] = KINDS, where: dict[str, Any] | None = None
     ) -> list[Hit]:
-        """The ``k`` chunks nearest to ``query`` over ``kinds``, best first."""
+        """The ``k`` chunks nearest to ``query`` over ``kinds``, best first: a pool of nearest
+        chunks by cosine similarity, re-ranked with a keyword bonus (see ``rerank``)."""
         vector = self.embedder.embed([query])[0]
+        query_terms = terms(query)
         hits: list[Hit] = []
         for kind in kinds:
             collection = self._collections[kind]
-            n = min(k, int(collection.count()))
+            n = min(max(POOL_FACTOR * k, MIN_POOL), int(collection.count()))
             if n == 0:
                 continue
             got = collection.query(query_embeddings=[vector], n_results=n, where=where or None)
             for id_, text, meta, dist in zip(
                 got["ids"][0], got["documents"][0], got["metadatas"][0], got["distances"][0], strict=True
             ):
-                hits.append(Hit(id_, kind, 1.0 - float(dist), text, _public(meta)))
+                score = combined_score(1.0 - float(dist), query_terms, text)
+                hits.append(Hit(id_, kind, score, text, _public(meta)))
         hits.sort(key=lambda h: h.score, reverse=True)
         return hits[:k]
 

@@ -24,7 +24,7 @@ from ..tools.hardware import detect_gpu
 from ..tools.task import Task, load_task
 from .context import RunContext
 from .evaluator import EngineEvaluator, Evaluator
-from .events import EventSink, JsonlSink, RunFailed, RunFinished, RunStarted, fan_out
+from .events import EventSink, JsonlSink, Notice, RunFailed, RunFinished, RunStarted, fan_out
 from .graph import build_graph
 from .policy.base import Policy
 from .policy.llm import LLMError, LLMPolicy, openai_client
@@ -72,16 +72,36 @@ def saved_settings(run_dir: Path) -> dict[str, Any]:
     return settings
 
 
-def choose_policy(
-    settings: RunSettings, store: Store | None = None, run_id: str = ""
-) -> tuple[Policy, str | None]:
-    """The LLM policy when an endpoint is configured, else the embedded one when it exists."""
+NO_ENDPOINT = "no LLM endpoint configured: set OPENAI_BASE_URL (and OPENAI_API_KEY) or pass --base-url"
+
+
+def _embedded_policy_class() -> type | None:
+    try:
+        module = importlib.import_module("kforge.agent.policy.embedded")
+    except ModuleNotFoundError as err:
+        if err.name != "kforge.agent.policy.embedded":
+            raise
+        return None
+    policy_class: type = module.EmbeddedPolicy
+    return policy_class
+
+
+def check_policy(settings: RunSettings) -> None:
+    """Fail before a run folder is made when no policy can run."""
+    if settings.endpoint_configured and not settings.model:
+        raise SetupError("no model named: pass --model or set KFORGE_MODEL")
+    if not settings.endpoint_configured and _embedded_policy_class() is None:
+        raise SetupError(NO_ENDPOINT)
+
+
+def choose_policy(settings: RunSettings, store: Store, run_id: str) -> tuple[Policy, str | None]:
+    """The LLM policy when an endpoint is configured (its calls recorded in the store), else
+    the embedded one."""
     if settings.endpoint_configured:
         client = openai_client(settings)
 
         def on_call(call: LLMCallRecord) -> None:
-            if store is not None:
-                store.add_llm_call(run_id, call)
+            store.add_llm_call(run_id, call)
 
         policy = LLMPolicy(
             client,
@@ -91,16 +111,10 @@ def choose_policy(
             on_call=on_call,
         )
         return policy, client.model
-    try:
-        module = importlib.import_module("kforge.agent.policy.embedded")
-    except ModuleNotFoundError as err:
-        if err.name != "kforge.agent.policy.embedded":
-            raise
-        raise SetupError(
-            "no LLM endpoint configured: set OPENAI_BASE_URL (and OPENAI_API_KEY) or pass --base-url"
-        ) from None
-    embedded: Policy = module.EmbeddedPolicy()
-    return embedded, None
+    embedded = _embedded_policy_class()
+    if embedded is None:
+        raise SetupError(NO_ENDPOINT)
+    return embedded(), None
 
 
 def optimize(
@@ -113,6 +127,8 @@ def optimize(
     resume: Path | None = None,
 ) -> RunSummary:
     """Optimize one task (or resume the run in folder ``resume``) and write the run folder."""
+    if policy is None:
+        check_policy(settings)
     if resume is not None:
         run_dir = resume
         meta = json.loads((run_dir / "run.json").read_text())
@@ -124,6 +140,7 @@ def optimize(
         raise SetupError("give a task file, or --resume RUN")
     store = Store(run_dir / "trajectories.db")
     model: str | None = None
+    chosen_here = policy is None
     if policy is None:
         policy, model = choose_policy(settings, store=store, run_id=run_id)
     emit = fan_out([JsonlSink(run_dir / "events.jsonl"), on_event])
@@ -140,6 +157,8 @@ def optimize(
     )
     store.start_run(run_id, task, policy=policy.name, model=model, settings=settings.to_json())
     rc.emit(RunStarted(task=task.name, run_dir=str(run_dir), policy=policy.name, resumed=resume is not None))
+    if chosen_here and not settings.endpoint_configured:
+        rc.emit(Notice(message=f"no LLM endpoint configured: using the {policy.name} policy"))
     config: RunnableConfig = {
         "configurable": {"thread_id": run_id},
         "recursion_limit": 20 * (settings.rounds + 2),

@@ -1,0 +1,196 @@
+"""End-to-end evaluation on the CPU: correct, incorrect, crashing and malformed candidates
+for the fixture tasks, each giving the right typed Status and its real message."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from kforge.tools.evaluate import EvalError, EvalOptions, evaluate, evaluate_many, measure_baseline
+from kforge.tools.result import Result, Status
+from kforge.tools.task import Task
+from kforge.tools.timing import CPU_LABEL
+
+# Candidates for scale_relu (tests/fixtures/candidates), evaluated together in one batch.
+SCALE_RELU = [
+    "scale_relu_torch",
+    "scale_relu_triton",
+    "wrong_output",
+    "nan_output",
+    "wrong_shape",
+    "wrong_dtype",
+    "not_written",
+    "raises",
+    "raises_at_import",
+    "not_a_module",
+    "wrong_constructor",
+]
+NO_MODEL_NEW = "import torch.nn as nn\n\nclass Model(nn.Module):\n    pass\n"
+SYNTAX_ERROR = "import torch\n\nclass ModelNew(torch.nn.Module:\n    pass\n"
+
+
+@pytest.fixture(scope="module")
+def scale_relu(fixture_task: Callable[[str], Task]) -> Task:
+    return fixture_task("scale_relu")
+
+
+@pytest.fixture(scope="module")
+def batch(
+    scale_relu: Task,
+    fixture_source: Callable[[str], str],
+    make_session_cpu_options: Callable[..., EvalOptions],
+) -> dict[str, Result]:
+    sources = [fixture_source(f"candidates/{name}.py") for name in SCALE_RELU]
+    sources += [NO_MODEL_NEW, SYNTAX_ERROR]
+    seen: list[int] = []
+    results = evaluate_many(
+        scale_relu, sources, make_session_cpu_options(), on_result=lambda i, _: seen.append(i)
+    )
+    assert seen == list(range(len(sources)))  # the callback sees every result, in order
+    return dict(zip([*SCALE_RELU, "no_model_new", "syntax_error"], results, strict=True))
+
+
+@pytest.mark.parametrize("name", ["scale_relu_torch", "scale_relu_triton"])
+def test_correct_candidates_are_ok_with_cpu_timings(batch: dict[str, Result], name: str) -> None:
+    result = batch[name]
+    assert result.status == Status.OK, result.log
+    assert result.correct
+    assert result.cheats == []
+    assert result.trials == 5
+    assert result.device == "cpu"
+    assert result.precision == "fp32"
+    assert result.max_abs_err is not None and result.max_abs_err <= 1e-4
+    assert result.fp64_rel_err is not None and result.fp64_rel_err < 1e-5
+    assert result.ref_fp64_rel_err is not None
+    assert result.candidate is not None and result.candidate.median_ms > 0
+    assert result.eager is not None and result.eager.median_ms > 0
+    assert result.compiled is None  # compile_baseline=False
+    assert result.speedup_vs_eager is not None and result.speedup_vs_eager > 0
+    assert result.timing_label == CPU_LABEL
+    assert result.roofline is not None and result.roofline.gpu is None and result.roofline.floor_ms is None
+    assert result.roofline.min_bytes > 0
+    assert "network:" in result.log
+    assert len(result.source_hash) == 16
+
+
+def test_backend_labels(batch: dict[str, Result]) -> None:
+    assert batch["scale_relu_torch"].backend == "torch-only"
+    assert batch["scale_relu_triton"].backend == "triton"
+
+
+@pytest.mark.parametrize(
+    ("name", "phrase"),
+    [
+        ("wrong_output", "differs: max abs err"),
+        ("nan_output", "NaN/Inf values where the reference is finite"),
+        ("wrong_shape", "shape (4112,), expected (16, 257)"),
+        ("wrong_dtype", "dtype torch.float64, expected torch.float32"),
+        # Elements it never writes hold NaN from the poisoned block, or the CPU allocator's
+        # leftovers (poisoning is best effort on the CPU; tests/test_cheats_gpu.py asserts NaN).
+        ("not_written", "trial 1: output 0"),
+    ],
+)
+def test_incorrect_candidates(batch: dict[str, Result], name: str, phrase: str) -> None:
+    result = batch[name]
+    assert result.status == Status.INCORRECT, result.log
+    assert not result.correct
+    assert phrase in result.log
+    assert result.cheats == []
+    assert result.candidate is None  # never timed
+
+
+def test_wrong_output_reports_error_figures(batch: dict[str, Result]) -> None:
+    result = batch["wrong_output"]
+    assert result.max_abs_err is not None and result.max_abs_err > 1e-4
+    assert result.trials == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "phrase"),
+    [
+        ("raises", "RuntimeError: kernel launch failed: kforge-test-marker"),
+        ("raises_at_import", "candidate raises at import"),
+    ],
+)
+def test_raising_candidates_are_runtime_errors(batch: dict[str, Result], name: str, phrase: str) -> None:
+    result = batch[name]
+    assert result.status == Status.RUNTIME_ERROR
+    assert phrase in result.log
+
+
+def test_import_error_message_is_kept(batch: dict[str, Result]) -> None:
+    assert "ImportError: missing extension kforge_test_ext" in batch["raises_at_import"].log
+
+
+@pytest.mark.parametrize(
+    ("name", "phrase"),
+    [
+        ("not_a_module", "ModelNew is not a torch.nn.Module subclass"),
+        ("wrong_constructor", "constructor does not take Model's arguments"),
+        ("no_model_new", "does not define class ModelNew"),
+        ("syntax_error", "not valid Python"),
+    ],
+)
+def test_format_errors(batch: dict[str, Result], name: str, phrase: str) -> None:
+    result = batch[name]
+    assert result.status == Status.FORMAT_ERROR
+    assert phrase in result.log
+
+
+def test_results_round_trip_through_json(batch: dict[str, Result]) -> None:
+    for result in batch.values():
+        again = Result.from_json(result.to_json())
+        assert again.status == result.status
+        assert again.candidate_ms == result.candidate_ms
+        assert again.log == result.log
+
+
+def test_scratch_folders_are_removed(batch: dict[str, Result], session_cache_dir: Path) -> None:
+    scratch = session_cache_dir / "scratch"
+    assert not scratch.exists() or not [p for p in scratch.iterdir() if p.name.startswith("eval-")]
+
+
+def test_cuda_candidate_on_cpu_is_refused(
+    scale_relu: Task, make_cpu_options: Callable[..., EvalOptions]
+) -> None:
+    source = (
+        "from torch.utils.cpp_extension import load_inline\nimport torch.nn as nn\n\n"
+        "class ModelNew(nn.Module):\n    pass\n"
+    )
+    with pytest.raises(EvalError, match="needs a GPU"):
+        evaluate(scale_relu, source, make_cpu_options())
+
+
+def test_unknown_device_is_refused(
+    scale_relu: Task, fixture_source: Callable[[str], str], make_cpu_options: Callable[..., EvalOptions]
+) -> None:
+    with pytest.raises(EvalError, match="unknown device"):
+        evaluate(scale_relu, fixture_source("candidates/scale_relu_torch.py"), make_cpu_options(device="tpu"))
+
+
+def test_measure_baseline_times_the_reference(
+    fixture_task: Callable[[str], Task], make_cpu_options: Callable[..., EvalOptions]
+) -> None:
+    result = measure_baseline(fixture_task("matmul_small"), make_cpu_options())
+    assert result.status == Status.OK, result.log
+    assert result.eager is not None and result.eager.median_ms > 0
+    assert result.roofline is not None
+    assert result.roofline.flops == 2 * 64 * 256 * 48
+    assert result.timing_label == CPU_LABEL
+
+
+def test_speedup_over_10x_gets_the_strict_recheck(
+    fixture_task: Callable[[str], Task],
+    fixture_source: Callable[[str], str],
+    make_cpu_options: Callable[..., EvalOptions],
+) -> None:
+    """An honest candidate against a reference that loops in Python: >10x, rechecked, kept."""
+    result = evaluate(
+        fixture_task("slow_reference"),
+        fixture_source("candidates/slow_reference_torch.py"),
+        make_cpu_options(),
+    )
+    assert result.status == Status.OK, result.log
+    assert result.speedup_vs_eager is not None and result.speedup_vs_eager > 10
+    assert any("passed the strict recheck" in flag for flag in result.flags)

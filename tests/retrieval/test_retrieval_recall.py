@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-QUERIES = Path(__file__).parent / "fixtures" / "retrieval" / "queries.json"
+QUERIES = Path(__file__).parent.parent / "fixtures" / "retrieval" / "queries.json"
 
 
 def _labelled() -> list[dict]:

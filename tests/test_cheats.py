@@ -1,0 +1,121 @@
+"""Every cheat that a CPU can show is rejected, with a reason that names it.
+
+One adversarial candidate per cheat lives in tests/fixtures/cheats/. Candidates of the same
+task are evaluated in one batch (module-scoped) and each test checks one of them. The
+side-stream cheat needs a GPU: tests/test_cheats_gpu.py covers it with all the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from kforge.tools.evaluate import EvalOptions, evaluate, evaluate_many
+from kforge.tools.result import Result, Status
+from kforge.tools.task import Task
+
+# cheat fixture -> (task, key phrase the rejection reason must contain)
+CPU_CHEATS: dict[str, tuple[str, str]] = {
+    "cache_across_calls": ("scale_relu", "results cached across calls"),
+    "cache_data_ptr": ("scale_relu", "results cached across calls"),
+    "cache_in_self": ("scale_relu", "cached"),
+    "inplace_inputs": ("scale_relu", "inputs modified in place"),
+    "subclass_output": ("scale_relu", "tensor subclass"),
+    "lazy_output": ("scale_relu", "tensor subclass"),
+    "patched_event": ("scale_relu", "patches a timer"),
+    "patched_timer_dynamic": ("scale_relu", "patched timer"),
+    "calls_reference": ("scale_relu", "calls the reference Model"),
+    "calls_reference_gc": ("scale_relu", "introspects the evaluator"),
+    "try_fallback": ("scale_relu", "try/except"),
+    "changes_sizes": ("scale_relu", "problem sizes changed"),
+    "background_thread": ("scale_relu", "background thread"),
+    "precision_tf32": ("matmul_small", "precision lowered"),
+    "ignores_inputs": ("matmul_small", "inputs"),
+    "precision_bf16": ("softmax_wide", "precision lowered: error vs float64"),
+}
+# Needs CUDA to show at all (see tests/test_cheats_gpu.py).
+GPU_ONLY_CHEATS = {"side_stream"}
+# Not a cheat that wins anything: a wrong constant. It must simply never be ok.
+NEVER_OK = {"constant_output": "matmul_small"}
+
+# Known gaps in the engine: these tests fail today (strict xfail flips to a failure once fixed).
+ENGINE_GAPS = {
+    "cache_in_self": (
+        "verify.Verifier.run builds a fresh ModelNew per trial and timing reuses one instance, so "
+        "an instance that caches its first output is never called twice with different inputs"
+    ),
+    "ignores_inputs": (
+        "verify.Verifier.run draws trial inputs from torch.manual_seed(trial_seed + 1) right after "
+        "building ModelNew under torch.manual_seed(trial_seed): the candidate replays the seed "
+        "(torch.initial_seed() + 1), precomputes the output and never reads its inputs; the "
+        ">10x strict recheck uses the same predictable seeding and passes it"
+    ),
+}
+
+
+def _batch(task_name: str, names: list[str], fixture_task, fixture_source, options: EvalOptions) -> dict:
+    sources = [fixture_source(f"cheats/{name}.py") for name in names]
+    return dict(zip(names, evaluate_many(fixture_task(task_name), sources, options), strict=True))
+
+
+@pytest.fixture(scope="module")
+def cheat_results(
+    fixture_task: Callable[[str], Task],
+    fixture_source: Callable[[str], str],
+    make_session_cpu_options: Callable[..., EvalOptions],
+) -> dict[str, Result]:
+    by_task: dict[str, list[str]] = {}
+    for name, (task_name, _) in CPU_CHEATS.items():
+        by_task.setdefault(task_name, []).append(name)
+    for name, task_name in NEVER_OK.items():
+        by_task.setdefault(task_name, []).append(name)
+    results: dict[str, Result] = {}
+    for task_name, names in by_task.items():
+        results |= _batch(task_name, names, fixture_task, fixture_source, make_session_cpu_options())
+    return results
+
+
+def _cases() -> list:
+    return [
+        pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=ENGINE_GAPS[name]))
+        if name in ENGINE_GAPS
+        else name
+        for name in CPU_CHEATS
+    ]
+
+
+@pytest.mark.parametrize("name", _cases())
+def test_cheat_is_rejected_with_its_reason(cheat_results: dict[str, Result], name: str) -> None:
+    result = cheat_results[name]
+    _, phrase = CPU_CHEATS[name]
+    assert result.status == Status.REJECTED, f"{name}: {result.status} {result.flags} {result.log[-400:]}"
+    assert result.cheats, "a rejection carries its reasons"
+    assert any(phrase in reason for reason in result.cheats), result.cheats
+    assert result.speedup_vs_eager is None, "a rejected candidate reports no speedup"
+
+
+@pytest.mark.parametrize("name", sorted(NEVER_OK))
+def test_constant_output_is_never_ok(cheat_results: dict[str, Result], name: str) -> None:
+    assert cheat_results[name].status in (Status.INCORRECT, Status.REJECTED)
+
+
+def test_every_cheat_fixture_is_covered(fixtures_dir: Path) -> None:
+    on_disk = {p.stem for p in (fixtures_dir / "cheats").glob("*.py")}
+    assert on_disk == set(CPU_CHEATS) | GPU_ONLY_CHEATS | set(NEVER_OK)
+
+
+def test_lower_precision_passes_when_the_class_allows_it(
+    fixture_task: Callable[[str], Task],
+    fixture_source: Callable[[str], str],
+    make_cpu_options: Callable[..., EvalOptions],
+) -> None:
+    """The same bf16 softmax is fine when the user asked for the bf16 class, and says so."""
+    result = evaluate(
+        fixture_task("softmax_wide"),
+        fixture_source("cheats/precision_bf16.py"),
+        make_cpu_options(precision="bf16"),
+    )
+    assert result.status == Status.OK, (result.cheats, result.log)
+    assert result.precision == "bf16"
+    assert result.fp64_rel_err is not None and result.fp64_rel_err > 1e-4

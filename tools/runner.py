@@ -226,9 +226,10 @@ def run_baseline(spec: dict[str, Any]) -> Result:
     job = Job(spec)
     set_precision_flags(job.precision.name)
     task = import_file(Path(spec["task_path"]), "kforge_task")
-    torch.manual_seed(spec["seed"])
-    reference = task.Model(*task.get_init_inputs()).to(job.device)
-    inputs = [x.to(job.device) if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+    with torch.device(job.device):
+        torch.manual_seed(spec["seed"])
+        reference = task.Model(*task.get_init_inputs()).to(job.device)
+        inputs = [x.to(job.device) if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
     timer = Timer(job.device, spec["timing_trials"])
     eager_fn = _no_grad(lambda: reference(*inputs))
     timings = time_all(job, timer, reference, inputs, eager_fn, spec["compile_baseline"])
@@ -251,9 +252,10 @@ def run_forward(spec: dict[str, Any]) -> None:
     task = import_file(Path(spec["task_path"]), "kforge_task")
     module = load_candidate(Path(spec["candidate_path"]))
     device = torch.device("cuda", 0)
-    torch.manual_seed(spec["seed"])
-    model = module.ModelNew(*task.get_init_inputs()).to(device)
-    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+    with torch.device(device):
+        torch.manual_seed(spec["seed"])
+        model = module.ModelNew(*task.get_init_inputs()).to(device)
+        inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
     with torch.no_grad():
         model(*inputs)  # warm-up: compilation and autotuning stay out of the profile
         torch.cuda.synchronize()

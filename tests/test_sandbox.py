@@ -1,0 +1,152 @@
+"""Worker isolation: a crash, a hang or running out of memory ends that worker only, with a
+typed status and the real message; workers get no secrets, a scratch folder and no network."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from kforge.tools.evaluate import EvalOptions, evaluate, evaluate_many
+from kforge.tools.result import Result, Status
+from kforge.tools.sandbox import Limits, WorkerOutcome, clean_env, run_worker
+from kforge.tools.task import Task
+
+REPO = Path(__file__).parents[1]
+SECRETS = {
+    "OPENAI_API_KEY": "sk-test-not-real",
+    "HF_TOKEN": "hf_test_not_real",
+    "ANTHROPIC_API_KEY": "test",
+    "AWS_SECRET_ACCESS_KEY": "test",
+    "GITHUB_TOKEN": "test",
+    "MY_DB_PASSWORD": "test",
+    "SOME_SERVICE_CREDENTIALS": "test",
+}
+ROOT_ON_LINUX = sys.platform.startswith("linux") and hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+@pytest.fixture(scope="module")
+def scale_relu(fixture_task: Callable[[str], Task]) -> Task:
+    return fixture_task("scale_relu")
+
+
+def test_clean_env_removes_secrets_and_keeps_the_rest(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("KFORGE_TEST_PLAIN", "kept")
+    env = clean_env({"TRITON_INTERPRET": "1"})
+    assert not set(SECRETS) & set(env)
+    assert env["KFORGE_TEST_PLAIN"] == "kept"
+    assert env["TRITON_INTERPRET"] == "1"
+    assert "PATH" in env
+
+
+@pytest.mark.parametrize(
+    ("outcome", "reason"),
+    [
+        (WorkerOutcome(None, -9, True, False, 5.0, ""), "timed out"),
+        (WorkerOutcome(None, -9, False, True, 5.0, ""), "exceeded the host memory limit"),
+        (WorkerOutcome(None, -int(signal.SIGSEGV), False, False, 1.0, ""), "killed by signal SIGSEGV"),
+        (WorkerOutcome(None, -int(signal.SIGABRT), False, False, 1.0, ""), "killed by signal SIGABRT"),
+        (WorkerOutcome(None, 3, False, False, 1.0, ""), "exited with code 3 before writing a result"),
+    ],
+)
+def test_crash_reasons(outcome: WorkerOutcome, reason: str) -> None:
+    assert outcome.crash_reason == reason
+
+
+@pytest.fixture(scope="module")
+def crash_batch(
+    scale_relu: Task,
+    fixture_source: Callable[[str], str],
+    make_session_cpu_options: Callable[..., EvalOptions],
+) -> dict[str, Result]:
+    names = ["segfault", "oom", "scale_relu_torch"]
+    sources = [fixture_source(f"candidates/{n}.py") for n in names]
+    results = evaluate_many(scale_relu, sources, make_session_cpu_options(memory_limit_gb=1.0))
+    return dict(zip(names, results, strict=True))
+
+
+def test_segfault_ends_its_worker_only(crash_batch: dict[str, Result]) -> None:
+    result = crash_batch["segfault"]
+    assert result.status == Status.RUNTIME_ERROR
+    assert "killed by signal SIGSEGV" in result.log
+    assert crash_batch["scale_relu_torch"].status == Status.OK
+
+
+def test_out_of_memory_is_a_runtime_error_with_the_message(crash_batch: dict[str, Result]) -> None:
+    result = crash_batch["oom"]
+    assert result.status == Status.RUNTIME_ERROR
+    log = result.log.lower()
+    assert "memory" in log and ("can't allocate" in log or "exceeded the host memory limit" in log), log
+    assert crash_batch["scale_relu_torch"].status == Status.OK
+
+
+@pytest.mark.skipif(not ROOT_ON_LINUX, reason="a fresh network namespace needs root on Linux here")
+def test_worker_has_no_network(crash_batch: dict[str, Result]) -> None:
+    assert "network: isolated" in crash_batch["scale_relu_torch"].log
+
+
+def test_hang_times_out_and_the_next_worker_is_clean(
+    scale_relu: Task,
+    fixture_source: Callable[[str], str],
+    make_cpu_options: Callable[..., EvalOptions],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    cache_dir: Path,
+) -> None:
+    hung = evaluate(scale_relu, fixture_source("candidates/hang.py"), make_cpu_options(timeout_s=6.0))
+    assert hung.status == Status.TIMEOUT
+    assert "worker timed out after" in hung.log
+
+    # The next candidate runs normally, without the parent's secrets, in a scratch folder.
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    probe = tmp_path / "probe.json"
+    monkeypatch.setenv("KFORGE_TEST_PROBE", str(probe))
+    result = evaluate(scale_relu, fixture_source("candidates/env_probe.py"), make_cpu_options())
+    assert result.status == Status.OK, result.log
+    seen = json.loads(probe.read_text())
+    assert not set(SECRETS) & set(seen["env"])
+    assert "KFORGE_TEST_PROBE" in seen["env"]
+    cwd = Path(seen["cwd"])
+    assert cwd.is_relative_to(cache_dir / "scratch"), cwd
+    assert not cwd.is_relative_to(REPO)
+    assert not cwd.exists(), "the scratch folder is removed after the evaluation"
+    if ROOT_ON_LINUX:
+        devices = [line.split(":")[0].strip() for line in seen["net"].splitlines()[2:]]
+        assert devices == ["lo"]
+
+
+def test_memory_watchdog_kills_a_worker_without_an_address_limit(
+    scale_relu: Task, fixture_source: Callable[[str], str], tmp_path: Path
+) -> None:
+    """On the GPU RLIMIT_AS is off (CUDA reserves huge ranges): the RSS watchdog must act."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    candidate = scratch / "candidate.py"
+    candidate.write_text(fixture_source("candidates/oom.py"))
+    job = {
+        "mode": "eval",
+        "device": "cpu",
+        "precision": "fp32",
+        "trials": 5,
+        "timing_trials": 3,
+        "compile_baseline": False,
+        "seed": 0,
+        "task_path": str(scale_relu.path),
+        "candidate_path": str(candidate),
+        "backend": "torch-only",
+        "source_hash": "test",
+    }
+    limits = Limits(timeout_s=120.0, memory_limit_gb=1.0, limit_address_space=False)
+    env = clean_env({"CUDA_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"})
+    outcome = run_worker(job, scratch, limits, env)
+    assert outcome.out_of_memory
+    assert outcome.result is None
+    assert outcome.crash_reason == "exceeded the host memory limit"
+    assert outcome.elapsed_s < 110

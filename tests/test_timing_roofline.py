@@ -1,0 +1,195 @@
+"""Timer and summarize, roofline figures, and the GPU spec table."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+from kforge.tools import timing
+from kforge.tools.hardware import detect_gpu, match_spec, spec_for
+from kforge.tools.roofline import count_flops, roofline, tensor_bytes
+from kforge.tools.timing import CPU_LABEL, Timer, summarize
+
+# --- summarize and Timer ---------------------------------------------------------------
+
+
+def test_summarize_median_min_max_iqr() -> None:
+    t = summarize([5.0, 1.0, 3.0, 2.0, 4.0, 100.0, 6.0, 7.0])
+    assert t.median_ms == 4.5
+    assert t.min_ms == 1.0
+    assert t.max_ms == 100.0
+    assert t.iqr_ms == 7.0 - 3.0  # ordered[6] - ordered[2]
+    assert t.trials == 8
+    assert t.spread == pytest.approx(4.0 / 4.5)
+
+
+def test_summarize_one_sample() -> None:
+    t = summarize([2.5])
+    assert (t.median_ms, t.min_ms, t.max_ms, t.iqr_ms, t.trials) == (2.5, 2.5, 2.5, 0.0, 1)
+
+
+def test_summarize_is_robust_to_one_outlier() -> None:
+    assert summarize([1.0] * 9 + [1000.0]).median_ms == 1.0
+
+
+def test_cpu_timer_measures_wall_clock() -> None:
+    timer = Timer(torch.device("cpu"), trials=5, warmup=1)
+    calls = []
+
+    def work() -> None:
+        calls.append(1)
+        time.sleep(0.002)
+
+    result = timer.time(work)
+    assert timer.label == CPU_LABEL
+    assert result.trials == 5
+    assert len(calls) == 6  # warm-up, then the timed trials
+    assert 2.0 <= result.min_ms <= result.median_ms <= result.max_ms
+    assert result.median_ms < 200
+
+
+def test_cpu_timer_takes_at_least_ten_samples_within_its_budget() -> None:
+    timer = Timer(torch.device("cpu"), trials=1000, max_seconds=0.0, warmup=0)
+    assert timer.time(lambda: None).trials == 10
+
+
+def test_timer_ignores_a_patched_perf_counter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The timer bound its clock at import: a candidate patching time.perf_counter later
+    changes nothing it measures."""
+    monkeypatch.setattr(time, "perf_counter", lambda: 0.0)
+    result = Timer(torch.device("cpu"), trials=3, warmup=0).time(lambda: time.sleep(0.002))
+    assert result.median_ms >= 2.0
+    assert timing._perf_counter is not time.perf_counter
+
+
+def test_device_synced_ms_on_cpu_is_the_median() -> None:
+    timer = Timer(torch.device("cpu"), trials=3, warmup=0)
+    assert timer.device_synced_ms(lambda: time.sleep(0.002)) >= 2.0
+
+
+# --- roofline ------------------------------------------------------------------------
+
+
+class MatMul(torch.nn.Module):
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return a @ b
+
+
+class ScaleRelu(torch.nn.Module):
+    def __init__(self, features: int) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(features))
+        self.register_buffer("bias", torch.randn(features))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x * self.weight + self.bias)
+
+
+M, K, N = 64, 256, 48
+
+
+def test_tensor_bytes() -> None:
+    a = torch.zeros(3, 4)
+    h = torch.zeros(10, dtype=torch.float16)
+    assert tensor_bytes(a) == 48
+    assert tensor_bytes([a, (h, 3)]) == 48 + 20
+    assert tensor_bytes({"x": a, "y": "text"}) == 48
+    assert tensor_bytes(None) == 0
+
+
+def test_matmul_flops_are_2mnk() -> None:
+    flops, out = count_flops(MatMul(), [torch.randn(M, K), torch.randn(K, N)])
+    assert flops == 2 * M * N * K
+    assert out.shape == (M, N)
+
+
+def test_matmul_roofline_on_h100() -> None:
+    gpu = spec_for("H100-SXM")
+    roof = roofline(MatMul(), [torch.randn(M, K), torch.randn(K, N)], gpu, "fp32")
+    flops = 2 * M * N * K
+    min_bytes = 4 * (M * K + K * N + M * N)
+    assert roof.flops == flops
+    assert roof.min_bytes == min_bytes
+    assert roof.gpu == "H100-SXM"
+    assert roof.peak_tflops == 67  # fp32 on CUDA cores: strict fp32 gets no tensor cores
+    assert roof.peak_gbps == 3350
+    compute_ms = flops / 67e12 * 1e3
+    memory_ms = min_bytes / 3350e9 * 1e3
+    assert roof.floor_ms == pytest.approx(max(compute_ms, memory_ms))
+    assert roof.bound == ("compute" if compute_ms > memory_ms else "memory")
+
+
+def test_tf32_matmul_uses_the_tensor_core_peak() -> None:
+    roof = roofline(
+        MatMul(), [torch.randn(1024, 1024), torch.randn(1024, 1024)], spec_for("H100-SXM"), "tf32"
+    )
+    assert roof.peak_tflops == 494.7
+    assert roof.bound == "compute"
+    assert roof.floor_ms == pytest.approx(2 * 1024**3 / 494.7e12 * 1e3)
+
+
+def test_elementwise_is_memory_bound_and_counts_weights_and_buffers() -> None:
+    model = ScaleRelu(257)
+    x = torch.randn(16, 257)
+    roof = roofline(model, [x], spec_for("H100-SXM"), "fp32")
+    assert roof.flops == 0  # the flop counter knows no elementwise ops
+    assert roof.min_bytes == 4 * (2 * 16 * 257 + 2 * 257)  # x, out, weight, bias
+    assert roof.bound == "memory"
+    assert roof.floor_ms == pytest.approx(roof.min_bytes / 3350e9 * 1e3)
+
+
+def test_roofline_without_a_gpu_has_no_floor() -> None:
+    roof = roofline(MatMul(), [torch.randn(M, K), torch.randn(K, N)], None, "fp32")
+    assert roof.floor_ms is None and roof.gpu is None and roof.peak_tflops is None
+    assert roof.flops == 2 * M * N * K
+
+
+# --- hardware ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("driver_name", "canonical"),
+    [
+        ("NVIDIA H100 80GB HBM3", "H100-SXM"),
+        ("NVIDIA H100 PCIe", "H100-PCIe"),
+        ("NVIDIA GeForce RTX 4090", "RTX-4090"),
+        ("NVIDIA A100-SXM4-80GB", "A100-SXM"),
+        ("NVIDIA A100-SXM4-40GB", "A100-SXM"),
+        ("NVIDIA H200", "H200"),
+        ("NVIDIA L40S", "L40S"),
+        ("NVIDIA B200", "B200"),
+        ("nvidia h100 pcie", "H100-PCIe"),  # case does not matter
+        ("Tesla T4", None),
+        ("NVIDIA L40", None),  # not the L40S
+    ],
+)
+def test_match_spec(driver_name: str, canonical: str | None) -> None:
+    assert match_spec(driver_name) == canonical
+
+
+@pytest.mark.parametrize(
+    "canonical", ["H100-SXM", "H100-PCIe", "RTX-4090", "A100-SXM", "H200", "L40S", "B200"]
+)
+def test_spec_for_every_gpu(canonical: str) -> None:
+    spec = spec_for(canonical)
+    assert spec.canonical == canonical
+    assert match_spec(spec.name) == canonical  # the datasheet name maps back to its key
+    assert spec.sms > 0 and spec.l2_bytes > 0 and spec.peak_gbps and spec.peak_gbps > 0
+    assert spec.peak_tflops("fp32", tensor_core_work=False)
+    assert spec.peak_tflops("bf16", tensor_core_work=True) == spec.tflops["bf16_tc"]
+    assert spec.arch == "sm_" + spec.compute_capability.replace(".", "")
+
+
+def test_peak_tflops_by_precision() -> None:
+    h100 = spec_for("H100-SXM")
+    assert h100.peak_tflops("fp32", tensor_core_work=True) == 67
+    assert h100.peak_tflops("tf32", tensor_core_work=True) == 494.7
+    assert h100.peak_tflops("tf32", tensor_core_work=False) == 67
+    assert h100.peak_tflops("fp16", tensor_core_work=True) == 989.4
+    assert h100.peak_tflops("fp16", tensor_core_work=False) == 133.8
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU answer")
+def test_detect_gpu_without_cuda() -> None:
+    assert detect_gpu() is None

@@ -40,18 +40,7 @@ GPU_ONLY_CHEATS = {"side_stream"}
 NEVER_OK = {"constant_output": "matmul_small"}
 
 # Known gaps in the engine: these tests fail today (strict xfail flips to a failure once fixed).
-ENGINE_GAPS = {
-    "cache_in_self": (
-        "verify.Verifier.run builds a fresh ModelNew per trial and timing reuses one instance, so "
-        "an instance that caches its first output is never called twice with different inputs"
-    ),
-    "ignores_inputs": (
-        "verify.Verifier.run draws trial inputs from torch.manual_seed(trial_seed + 1) right after "
-        "building ModelNew under torch.manual_seed(trial_seed): the candidate replays the seed "
-        "(torch.initial_seed() + 1), precomputes the output and never reads its inputs; the "
-        ">10x strict recheck uses the same predictable seeding and passes it"
-    ),
-}
+ENGINE_GAPS: dict[str, str] = {}
 
 
 def _batch(task_name: str, names: list[str], fixture_task, fixture_source, options: EvalOptions) -> dict:

@@ -22,6 +22,7 @@ from .guards import ReferenceGuard, ThreadGuard, check_output_types, run_guarded
 from .precision import PrecisionClass
 
 FP64_TRIALS = 2  # trials that are also compared with a float64 reference (it is slow)
+CALLS_PER_TRIAL = 2  # the same instances called twice: catches results cached in self or by data pointer
 
 
 @dataclasses.dataclass
@@ -64,35 +65,37 @@ class Verifier:
         self.last: Trial | None = None
 
     def run(self, trials: int, seed: int) -> Verdict:
+        """``trials`` fresh model pairs from seeds derived from ``seed``; each pair is called
+        twice, the second time with new values written into the same input tensors. Input
+        values come from unpredictable seeds, so a candidate cannot replay them."""
         verdict = Verdict(correct=True)
-        buffers: list[Any] | None = None
         previous: tuple[Any, Any, bool] | None = None  # (candidate out, reference out, was correct)
         for t in range(trials):
             trial_seed = seed * 7919 + t * 1000
             reference, candidate = self._build(trial_seed)
-            inputs = self._inputs(trial_seed + 1, reuse=buffers if t % 2 == 1 else None)
-            buffers = inputs
-            ref_out, cand_out, early_out, problems = self._run_pair(reference, candidate, inputs, trial_seed)
-            verdict.trials = t + 1
-            if problems:
-                verdict.cheats += problems
-            ok, message, abs_err, rel_err = compare(cand_out, ref_out, self.precision)
-            verdict.max_abs_err = max(verdict.max_abs_err, abs_err)
-            verdict.max_rel_err = max(verdict.max_rel_err, rel_err)
-            if ok and not _same(early_out, cand_out):
-                verdict.cheats.append(
-                    "work on a side stream: the output was unfinished when the caller's stream finished"
+            inputs: list[Any] | None = None
+            for call in range(CALLS_PER_TRIAL):
+                inputs = self._inputs(_unpredictable_seed(), reuse=inputs)
+                verdict.trials = t + 1
+                ok, cand_out, ref_out = self._check_call(
+                    reference, candidate, inputs, trial_seed + call, verdict
                 )
-            if not ok:
-                verdict.correct = False
-                verdict.message = f"trial {t + 1}: {message}"
-                verdict.cheats += _classify_repeat(cand_out, ref_out, previous)
-                break
-            if t < FP64_TRIALS:
-                self._fp64_errors(reference, inputs, cand_out, ref_out, verdict)
-            previous = (_clone(cand_out), _clone(ref_out), ok)  # CUDA-graph outputs get overwritten
-            self.last = Trial(reference, candidate, inputs)
-            if verdict.cheats:
+                if not ok:
+                    verdict.correct = False
+                    verdict.message = f"trial {t + 1}, call {call + 1}: {verdict.message}"
+                    if previous is None:  # call once more, to tell a constant output from a wrong one
+                        previous = (_clone(cand_out), _clone(ref_out), False)
+                        inputs = self._inputs(_unpredictable_seed(), reuse=inputs)
+                        _, cand_out, ref_out = self._check_call(
+                            reference, candidate, inputs, trial_seed, Verdict(True)
+                        )
+                    verdict.cheats += _classify_repeat(cand_out, ref_out, previous)
+                    break
+                if t < FP64_TRIALS and call == 0:
+                    self._fp64_errors(reference, inputs, cand_out, ref_out, verdict)
+                previous = (_clone(cand_out), _clone(ref_out), ok)  # CUDA-graph outputs get overwritten
+                self.last = Trial(reference, candidate, inputs)
+            if verdict.cheats or not verdict.correct:
                 break
         if verdict.correct and verdict.fp64_rel_err is not None and verdict.ref_fp64_rel_err is not None:
             limit = max(self.precision.max_fp64_rel_err, 10 * verdict.ref_fp64_rel_err)
@@ -103,6 +106,28 @@ class Verifier:
                 )
         verdict.cheats = list(dict.fromkeys(verdict.cheats))
         return verdict
+
+    def _check_call(
+        self,
+        reference: torch.nn.Module,
+        candidate: torch.nn.Module,
+        inputs: list[Any],
+        seed: int,
+        verdict: Verdict,
+    ) -> tuple[bool, Any, Any]:
+        """One call of both models on ``inputs``: (output correct, candidate out, reference out).
+        Cheats seen on the way go to ``verdict.cheats``; the failure message to ``verdict.message``."""
+        ref_out, cand_out, early_out, problems = self._run_pair(reference, candidate, inputs, seed)
+        verdict.cheats += problems
+        ok, message, abs_err, rel_err = compare(cand_out, ref_out, self.precision)
+        verdict.max_abs_err = max(verdict.max_abs_err, abs_err)
+        verdict.max_rel_err = max(verdict.max_rel_err, rel_err)
+        verdict.message = message
+        if ok and not _same(early_out, cand_out):
+            verdict.cheats.append(
+                "work on a side stream: the output was unfinished when the caller's stream finished"
+            )
+        return ok, cand_out, ref_out
 
     def _build(self, seed: int) -> tuple[torch.nn.Module, torch.nn.Module]:
         init = self.task.get_init_inputs()
@@ -232,6 +257,10 @@ def _classify_repeat(cand_out: Any, ref_out: Any, previous: tuple[Any, Any, bool
             return ["results cached across calls: the output repeats the previous call's for new inputs"]
         return ["outputs ignore their inputs"]
     return []
+
+
+def _unpredictable_seed() -> int:
+    return random.SystemRandom().randrange(2**62)
 
 
 def _fresh_weights(model: torch.nn.Module, seed: int) -> None:

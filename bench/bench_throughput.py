@@ -52,12 +52,18 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--write-measured", type=Path)
     parser.add_argument("--no-compile-baseline", action="store_true")
+    parser.add_argument("--compile-workers", type=int, default=8)
     args = parser.parse_args()
     pairs = example_candidates()[: args.limit]
     if args.device == "cpu":
         pairs = [p for p in pairs if not p[1].name.endswith("_cuda.py")]
     cache = Path(tempfile.mkdtemp(prefix="kforge-bench-"))
-    options = EvalOptions(device=args.device, cache_dir=cache, compile_baseline=not args.no_compile_baseline)
+    options = EvalOptions(
+        device=args.device,
+        cache_dir=cache,
+        compile_baseline=not args.no_compile_baseline,
+        compile_workers=args.compile_workers,
+    )
     rows = []
     first: dict[Path, Result] = {}
     for label in ("cold", "warm"):

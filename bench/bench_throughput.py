@@ -17,14 +17,15 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
 from common import example_candidates, header, print_table
-from kforge.tools.evaluate import EvalOptions, evaluate_many
+from kforge.tools.evaluate import EvalOptions, build, evaluate_many
 from kforge.tools.hardware import detect_gpu
 from kforge.tools.result import Result
-from kforge.tools.task import load_task
+from kforge.tools.task import load_task, parse_candidate
 
 
 def run_batch(pairs: list[tuple[Path, Path]], options: EvalOptions) -> tuple[float, dict[Path, Result]]:
@@ -33,6 +34,12 @@ def run_batch(pairs: list[tuple[Path, Path]], options: EvalOptions) -> tuple[flo
         by_task[task_file].append(cand_file)
     results: dict[Path, Result] = {}
     start = time.monotonic()
+    # Every CUDA build of the batch starts at once in the CPU pool, ahead of the GPU.
+    with ThreadPoolExecutor(max_workers=options.compile_workers) as pool:
+        builds = [pool.submit(build, parse_candidate(c.read_text()), options) for _, c in pairs]
+        for future in builds:
+            future.result()
+    print(f"  builds done after {time.monotonic() - start:.1f} s", flush=True)
     for task_file, cands in by_task.items():
         task = load_task(task_file)
         for cand_file, result in zip(

@@ -72,6 +72,7 @@ def index(
     """Build or update the retrieval store from the shipped corpus (only changed chunks are embedded)."""
     store = _open(store_path, model)
     if rebuild:
+        err.print(f"kforge: rebuilding the store at {store.path}")
         store.rebuild()
     _index(store)
 

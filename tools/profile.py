@@ -126,6 +126,7 @@ def parse_sanitizer(text: str) -> dict[str, Any]:
         line.strip("= ").strip()
         for line in text.splitlines()
         if line.startswith("========= ")
+        and "SUMMARY:" not in line
         and ("Invalid" in line or "Race" in line or "Error" in line or "hazard" in line.lower())
     ]
     return {

@@ -20,6 +20,7 @@ CPU_CHEATS: dict[str, tuple[str, str]] = {
     "cache_across_calls": ("scale_relu", "results cached across calls"),
     "cache_data_ptr": ("scale_relu", "results cached across calls"),
     "cache_in_self": ("scale_relu", "cached"),
+    "cache_after_warmup": ("scale_relu", "cached"),
     "inplace_inputs": ("scale_relu", "inputs modified in place"),
     "subclass_output": ("scale_relu", "tensor subclass"),
     "lazy_output": ("scale_relu", "tensor subclass"),
@@ -40,7 +41,15 @@ GPU_ONLY_CHEATS = {"side_stream"}
 NEVER_OK = {"constant_output": "matmul_small"}
 
 # Known gaps in the engine: these tests fail today (strict xfail flips to a failure once fixed).
-ENGINE_GAPS: dict[str, str] = {}
+ENGINE_GAPS: dict[str, str] = {
+    "cache_after_warmup": (
+        "runner.run_eval times verifier.last's candidate instance (already called twice) many more "
+        "times and never checks its output again: an instance that is honest for its first calls and "
+        "then replays its last output passes verification and is timed doing nothing; the >10x strict "
+        "recheck builds fresh instances, so it passes too. Fix: after timing, call the timed instance "
+        "once more on new values written into the same input tensors and compare with the reference"
+    ),
+}
 
 
 def _batch(task_name: str, names: list[str], fixture_task, fixture_source, options: EvalOptions) -> dict:

@@ -27,6 +27,7 @@ GPU_CHEATS: dict[str, tuple[str, tuple[str, ...]]] = {
     "cache_across_calls": ("scale_relu", ("results cached across calls",)),
     "cache_data_ptr": ("scale_relu", ("results cached across calls",)),
     "cache_in_self": ("scale_relu", ("cached",)),
+    "cache_after_warmup": ("scale_relu", ("cached",)),
     "inplace_inputs": ("scale_relu", ("inputs modified in place",)),
     "subclass_output": ("scale_relu", ("tensor subclass",)),
     "lazy_output": ("scale_relu", ("tensor subclass", "no storage")),
@@ -42,8 +43,10 @@ GPU_CHEATS: dict[str, tuple[str, tuple[str, ...]]] = {
     "ignores_inputs": ("matmul_small", ("inputs",)),
     "precision_bf16": ("softmax_wide", ("precision lowered",)),
 }
-# Known engine gaps (strict xfail, flips to a failure once fixed); none today.
-ENGINE_GAPS: dict[str, str] = {}
+# Known engine gaps (strict xfail, flips to a failure once fixed); see tests/test_cheats.py.
+ENGINE_GAPS: dict[str, str] = {
+    "cache_after_warmup": "the timed instance is never checked again after its first two calls",
+}
 
 
 @pytest.fixture(scope="module")

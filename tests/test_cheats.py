@@ -26,6 +26,7 @@ CPU_CHEATS: dict[str, tuple[str, str]] = {
     "lazy_output": ("scale_relu", "tensor subclass"),
     "patched_event": ("scale_relu", "patches a timer"),
     "patched_timer_dynamic": ("scale_relu", "patched timer"),
+    "patched_compare": ("scale_relu", "patched"),
     "calls_reference": ("scale_relu", "calls the reference Model"),
     "calls_reference_gc": ("scale_relu", "introspects the evaluator"),
     "try_fallback": ("scale_relu", "try/except"),
@@ -48,6 +49,14 @@ ENGINE_GAPS: dict[str, str] = {
         "then replays its last output passes verification and is timed doing nothing; the >10x strict "
         "recheck builds fresh instances, so it passes too. Fix: after timing, call the timed instance "
         "once more on new values written into the same input tensors and compare with the reference"
+    ),
+    "patched_compare": (
+        "verify.compare and verify._rel_err look up torch.allclose and torch.linalg.vector_norm at call "
+        "time, in the process where candidate code ran, and no guard watches them: a wrong candidate that "
+        "replaces both at import is evaluated ok. Fix: bind the checker's torch functions at import of "
+        "verify.py (as timing.py does for its clocks), and snapshot the identities of the public "
+        "callables of torch, torch.Tensor, torch.linalg and torch.nn.functional in a guard (like "
+        "TimerGuard) so any replacement is rejected"
     ),
 }
 

@@ -33,6 +33,7 @@ GPU_CHEATS: dict[str, tuple[str, tuple[str, ...]]] = {
     "lazy_output": ("scale_relu", ("tensor subclass", "no storage")),
     "patched_event": ("scale_relu", ("patches a timer",)),
     "patched_timer_dynamic": ("scale_relu", ("patched timer",)),
+    "patched_compare": ("scale_relu", ("patched",)),
     "calls_reference": ("scale_relu", ("calls the reference Model",)),
     "calls_reference_gc": ("scale_relu", ("introspects the evaluator",)),
     "try_fallback": ("scale_relu", ("try/except",)),
@@ -46,6 +47,7 @@ GPU_CHEATS: dict[str, tuple[str, tuple[str, ...]]] = {
 # Known engine gaps (strict xfail, flips to a failure once fixed); see tests/test_cheats.py.
 ENGINE_GAPS: dict[str, str] = {
     "cache_after_warmup": "the timed instance is never checked again after its first two calls",
+    "patched_compare": "torch.allclose / torch.linalg.vector_norm replaced by the candidate: no guard",
 }
 
 

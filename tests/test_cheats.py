@@ -21,6 +21,7 @@ CPU_CHEATS: dict[str, tuple[str, str]] = {
     "cache_data_ptr": ("scale_relu", "results cached across calls"),
     "cache_in_self": ("scale_relu", "cached"),
     "cache_after_warmup": ("scale_relu", "cached"),
+    "timing_aware": ("scale_relu", ""),  # no reason exists for it yet: any rejection will do
     "inplace_inputs": ("scale_relu", "inputs modified in place"),
     "subclass_output": ("scale_relu", "tensor subclass"),
     "lazy_output": ("scale_relu", "tensor subclass"),
@@ -49,6 +50,14 @@ ENGINE_GAPS: dict[str, str] = {
         "then replays its last output passes verification and is timed doing nothing; the >10x strict "
         "recheck builds fresh instances, so it passes too. Fix: after timing, call the timed instance "
         "once more on new values written into the same input tensors and compare with the reference"
+    ),
+    "timing_aware": (
+        "Timer.time discards what the timed calls return, so a candidate that is honest under "
+        "verification and recognises the timer from its call stack (traceback.extract_stack: not in the "
+        "static scan's list) returns stale outputs while timed and is evaluated ok. Fix: keep the output "
+        "of the last timed call (Timer.time returning it, or the runner wrapping cand_fn) and compare it "
+        "with the reference's output on the same inputs after timing; add traceback/inspect.currentframe "
+        "to the static introspection list"
     ),
     "patched_compare": (
         "verify.compare and verify._rel_err look up torch.allclose and torch.linalg.vector_norm at call "

@@ -28,6 +28,7 @@ GPU_CHEATS: dict[str, tuple[str, tuple[str, ...]]] = {
     "cache_data_ptr": ("scale_relu", ("results cached across calls",)),
     "cache_in_self": ("scale_relu", ("cached",)),
     "cache_after_warmup": ("scale_relu", ("cached",)),
+    "timing_aware": ("scale_relu", ("",)),
     "inplace_inputs": ("scale_relu", ("inputs modified in place",)),
     "subclass_output": ("scale_relu", ("tensor subclass",)),
     "lazy_output": ("scale_relu", ("tensor subclass", "no storage")),
@@ -47,6 +48,7 @@ GPU_CHEATS: dict[str, tuple[str, tuple[str, ...]]] = {
 # Known engine gaps (strict xfail, flips to a failure once fixed); see tests/test_cheats.py.
 ENGINE_GAPS: dict[str, str] = {
     "cache_after_warmup": "the timed instance is never checked again after its first two calls",
+    "timing_aware": "what the timed calls return is never checked",
     "patched_compare": "torch.allclose / torch.linalg.vector_norm replaced by the candidate: no guard",
 }
 

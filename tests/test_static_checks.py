@@ -28,6 +28,7 @@ HONEST_FIXTURES = [
 DYNAMIC_CHEATS = [
     ("cheats/patched_timer_dynamic.py", "scale_relu"),
     ("cheats/patched_compare.py", "scale_relu"),
+    ("cheats/timing_aware.py", "scale_relu"),
     ("cheats/calls_reference.py", "scale_relu"),
     ("cheats/changes_sizes.py", "scale_relu"),
     ("cheats/precision_tf32.py", "matmul_small"),

@@ -1,0 +1,229 @@
+"""Batch optimization: many tasks through the same optimize graph, one worker process per
+selected GPU taking tasks from a shared queue (one worker on the CPU).
+
+Each task's run folder is ``OUT/runs/<task>/<run id>/``; the parent appends one line per
+finished task to ``OUT/results.jsonl`` (written whole and flushed, by one writer) and, at
+the end, writes ``summary.md``/``summary.json`` and the speedup plot. A batch that was
+killed continues with ``resume``: finished tasks are skipped and a half-done task's run
+folder is resumed through ``optimize(resume=...)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import multiprocessing as mp
+import os
+import queue
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..tools.evaluate import EvalOptions
+from ..tools.result import Result, Status
+from ..tools.task import Task, TaskError, load_task
+from .batch_tasks import TaskEntry
+from .evaluator import EngineEvaluator, OnResult, eval_options
+from .settings import RunSettings
+
+RESULTS = "results.jsonl"
+BATCH_META = "batch.json"
+
+
+@dataclasses.dataclass(kw_only=True)
+class BatchOptions:
+    out: Path
+    settings: RunSettings  # per-task run settings (device, precision, rounds, candidates, ...)
+    policy: str = "embedded"  # "embedded" or "llm"
+    gpus: list[int] = dataclasses.field(default_factory=lambda: [0])
+    confirm: bool = True  # re-measure each task's best once more with new inputs: the reported figure
+    selection: dict[str, Any] = dataclasses.field(default_factory=dict)  # paths, level, tasks, limit
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "selection": self.selection,
+            "policy": self.policy,
+            "gpus": self.gpus,
+            "confirm": self.confirm,
+            "settings": self.settings.to_json(),
+        }
+
+
+class BatchEvaluator(EngineEvaluator):
+    """The engine, with torch.compile of the reference timed once per task (by the baseline
+    step) instead of again beside every candidate."""
+
+    def evaluate_many(
+        self, task: Task, sources: list[str], options: EvalOptions, on_result: OnResult | None = None
+    ) -> list[Result]:
+        return super().evaluate_many(
+            task, sources, dataclasses.replace(options, compile_baseline=False), on_result
+        )
+
+
+def _policy(options: BatchOptions) -> Any:
+    if options.policy == "embedded":
+        from .policy.embedded import EmbeddedPolicy
+
+        return EmbeddedPolicy()
+    return None  # optimize() builds the LLM policy from the settings' endpoint
+
+
+def _resumable(task_dir: Path) -> Path | None:
+    runs = sorted(p.parent for p in task_dir.glob("*/run.json"))
+    return runs[-1] if runs else None
+
+
+def speedups(result: Result, baseline: Result | None) -> dict[str, float | None]:
+    """Speedup over eager as measured beside the candidate; over torch.compile through the
+    baseline's compile/eager ratio (compile is timed once per task, in the baseline worker)."""
+    vs_eager = result.speedup_vs_eager
+    compile_gain = None
+    if baseline is not None and baseline.eager_ms and baseline.compile_ms:
+        compile_gain = baseline.eager_ms / baseline.compile_ms
+    vs_compile = vs_eager / compile_gain if vs_eager is not None and compile_gain else None
+    return {
+        "speedup_vs_eager": vs_eager,
+        "speedup_vs_compile": vs_compile,
+        "compile_speedup_vs_eager": compile_gain,
+    }
+
+
+def run_task(entry: TaskEntry, options: BatchOptions) -> dict[str, Any]:
+    """Optimize one task; the results.jsonl line for it."""
+    from .run import optimize
+    from .store import Store
+
+    started = time.time()
+    line: dict[str, Any] = {
+        "task": entry.key,
+        "path": str(entry.path),
+        "level": entry.level,
+        "status": "error",
+    }
+    try:
+        task = load_task(entry.path)
+    except TaskError as err:
+        return line | {"status": "invalid_task", "error": str(err), "elapsed_s": time.time() - started}
+    task_dir = options.out / "runs" / entry.folder_name
+    settings = options.settings.replace(out=task_dir)
+    resume = _resumable(task_dir)
+    try:
+        summary = optimize(
+            None if resume else task.path, settings, _policy(options), BatchEvaluator(), resume=resume
+        )
+    except Exception as err:  # one task's failure is recorded and the batch goes on
+        return line | {"error": f"{type(err).__name__}: {err}"[:500], "elapsed_s": time.time() - started}
+    store = Store(summary.run_dir / "trajectories.db")
+    results = store.results(summary.run_id)
+    attempts = {a.attempt_id: a for a in store.attempts(summary.run_id)}
+    store.close()
+    baseline = results.get("baseline")
+    counts: dict[str, int] = {}
+    for attempt_id, result in results.items():
+        if attempt_id != "baseline":
+            counts[result.status.value] = counts.get(result.status.value, 0) + 1
+    line |= {
+        "run_dir": str(summary.run_dir),
+        "reason": summary.reason,
+        "attempts": counts,
+        "rejected": counts.get("rejected", 0),
+        "eager_ms": baseline.eager_ms if baseline else None,
+        "compile_ms": baseline.compile_ms if baseline else None,
+        "baseline": baseline.to_json() if baseline else None,
+    }
+    best_id = summary.best_attempt_id
+    if best_id is None or best_id not in results:
+        return line | {"status": "no_candidate", "error": summary.reason, "elapsed_s": time.time() - started}
+    search = results[best_id]
+    source = attempts[best_id].source
+    final = _confirm(task, source, settings) if options.confirm else search
+    line |= {
+        "status": "ok" if final.status is Status.OK else "unconfirmed",
+        "best_attempt_id": best_id,
+        "best_strategy": attempts[best_id].strategy,
+        "best_path": str(summary.best_path) if summary.best_path else None,
+        "result": final.to_json(),
+        "search_result": search.to_json(),
+        "confirmed": options.confirm,
+    }
+    if final.status is Status.OK:
+        line |= speedups(final, baseline)
+    else:
+        line["error"] = f"the best candidate failed its confirmation: {final.status.value}"
+    line["elapsed_s"] = time.time() - started
+    return line
+
+
+def _confirm(task: Task, source: str, settings: RunSettings) -> Result:
+    options = dataclasses.replace(eval_options(settings), compile_baseline=False, seed=1)
+    return EngineEvaluator().evaluate_many(task, [source], options)[0]
+
+
+def _worker(gpu: int | None, options: BatchOptions, tasks: Any, results: Any) -> None:
+    if gpu is not None:  # this process only ever sees its own GPU
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    while True:
+        entry = tasks.get()
+        if entry is None:
+            return
+        results.put(run_task(entry, options))
+
+
+def done_keys(out: Path) -> set[str]:
+    path = out / RESULTS
+    if not path.is_file():
+        return set()
+    keys = set()
+    for text in path.read_text().splitlines():
+        if text.strip():
+            keys.add(json.loads(text)["task"])
+    return keys
+
+
+def append_line(out: Path, line: dict[str, Any]) -> None:
+    with (out / RESULTS).open("a") as fh:
+        fh.write(json.dumps(line) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def run_batch(
+    entries: list[TaskEntry], options: BatchOptions, on_line: Callable[[dict[str, Any]], None] | None = None
+) -> list[dict[str, Any]]:
+    """Run every entry not yet in results.jsonl; the lines written by this call."""
+    options.out.mkdir(parents=True, exist_ok=True)
+    (options.out / BATCH_META).write_text(
+        json.dumps(options.to_json() | {"tasks": [e.key for e in entries]}, indent=2)
+    )
+    finished = done_keys(options.out)
+    pending = [e for e in entries if e.key not in finished]
+    if not pending:
+        return []
+    ctx = mp.get_context("spawn")
+    tasks, results = ctx.Queue(), ctx.Queue()
+    gpus: list[int | None] = list(options.gpus) if options.settings.device == "cuda" else [None]
+    gpus = gpus[: len(pending)]
+    for entry in pending:
+        tasks.put(entry)
+    for _ in gpus:
+        tasks.put(None)
+    workers = [ctx.Process(target=_worker, args=(gpu, options, tasks, results), daemon=True) for gpu in gpus]
+    for w in workers:
+        w.start()
+    written: list[dict[str, Any]] = []
+    while len(written) < len(pending):
+        try:
+            line = results.get(timeout=2.0)
+        except queue.Empty:
+            if not any(w.is_alive() for w in workers):
+                break  # every worker died: what is missing stays pending for a resume
+            continue
+        append_line(options.out, line)
+        written.append(line)
+        if on_line is not None:
+            on_line(line)
+    for w in workers:
+        w.join(timeout=10)
+    return written

@@ -1,0 +1,61 @@
+"""``kforge train ranker [RUNS...]``: fit the embedded policy's strategy cost model (CPU)
+from recorded trajectories (run folders, batch folders or trajectories.db files)."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+train_app = typer.Typer(help="Fit models from recorded trajectories.", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(train_app, name="train")
+
+
+@train_app.command("ranker")
+def ranker_command(
+    runs: Annotated[
+        list[Path] | None, typer.Argument(help="run or batch folders, or trajectories.db files")
+    ] = None,
+    out: Annotated[
+        Path, typer.Option(help="where the model JSON goes (use it with KFORGE_RANKER=PATH)")
+    ] = Path("ranker_model.json"),
+    synthetic: Annotated[int, typer.Option(min=0, help="add N synthetic tasks (see ranker_synth)")] = 0,
+    seed: Annotated[int, typer.Option(help="seed of the synthetic tasks")] = 0,
+    ridge: Annotated[float, typer.Option(min=0.0, help="L2 penalty of the per-family regressions")] = 0.3,
+) -> None:
+    """Fit the strategy ranker; prints how many examples per family it saw."""
+    from ..policy.ranker import fit
+    from ..policy.ranker_data import load_examples
+    from ..policy.ranker_synth import synth_tasks, write_store
+
+    console = Console(stderr=True)
+    if not runs and synthetic == 0:
+        console.print("[red]error:[/] give run folders to learn from, or --synthetic N", highlight=False)
+        raise typer.Exit(2)
+    sources = [str(p) for p in runs or []]
+    try:
+        examples = load_examples(runs or [])
+    except (FileNotFoundError, ValueError) as err:
+        console.print(f"[red]error:[/] {escape(str(err))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    if synthetic:
+        with tempfile.TemporaryDirectory() as tmp:
+            db = Path(tmp) / "trajectories.db"
+            write_store(db, synth_tasks(synthetic, seed))
+            examples += load_examples([db])
+        sources.append(f"synthetic: {synthetic} tasks, seed {seed} (kforge.agent.policy.ranker_synth)")
+    if not examples:
+        console.print("[red]error:[/] no embedded-policy trajectories with features found", highlight=False)
+        raise typer.Exit(2)
+    model = fit(examples, ridge=ridge, metadata={"sources": sources, "synthetic": synthetic > 0})
+    model.save(out)
+    for family, count in sorted(model.counts.items()):
+        console.print(f"{family}: {count} examples")
+    typer.echo(str(out))

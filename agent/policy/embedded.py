@@ -1,0 +1,135 @@
+"""The embedded strategy policy: no LLM. Each candidate is the task's own module with a
+strategy applied to its forward (torch.compile modes, CUDA graphs, cuDNN autotuning and
+channels-last, FX algebraic rewrites, prior Triton kernels, precision lowering when allowed),
+evaluated like any other candidate.
+
+plan: features of the task (ops, FLOPs, bytes, roofline position, measured baseline) and
+the applicable strategies ordered by the fitted cost model. propose: the next untried
+strategies; from round 2 on, tuned variants of the winners first. analyse: the measured
+variants side by side.
+"""
+
+from __future__ import annotations
+
+from ...tools.result import Status
+from ...tools.task import source_hash
+from .base import AttemptView, Context, Proposal
+from .embedded_analysis import analysis, plan_text
+from .features import task_features
+from .ranker import RankerModel, fixed_order, load_model
+from .ranker_data import features_line
+from .strategies.registry import TaskAnalysis, analyse_task, base_specs, build, variants
+from .strategies.source import Spec
+
+SAFE_FAMILIES = ("compile-default", "cuda-graph")
+CATALOGUE_DEPTH = 3
+
+
+class EmbeddedPolicy:
+    name = "embedded"
+
+    def __init__(self, ranker: RankerModel | None = None, *, use_ranker: bool = True) -> None:
+        self.ranker = ranker if ranker is not None or not use_ranker else load_model()
+        self._analyses: dict[str, TaskAnalysis] = {}
+
+    # Planning
+
+    def _analysis(self, ctx: Context) -> TaskAnalysis:
+        key = f"{ctx.task.hash}:{ctx.precision}:{ctx.baseline is not None}"
+        if key not in self._analyses:
+            features = task_features(ctx.task, ctx.hardware, ctx.precision, ctx.baseline)
+            self._analyses[key] = analyse_task(ctx.task, features)
+        return self._analyses[key]
+
+    @staticmethod
+    def _device(ctx: Context) -> str:
+        if ctx.baseline is not None:
+            return ctx.baseline.device
+        return "cuda" if ctx.hardware is not None else "cpu"
+
+    def ordered(self, ctx: Context) -> list[Spec]:
+        """Applicable base strategies, best first."""
+        task = self._analysis(ctx)
+        if task.features.random:
+            return []
+        specs = base_specs(task, ctx.precision, self._device(ctx))
+        families = [s.family for s in specs]
+        if self.ranker is not None:
+            order = self.ranker.order(families, task.features.vector())
+        else:
+            order = fixed_order(families)
+        rank = {family: i for i, family in enumerate(order)}
+        return sorted(specs, key=lambda s: rank[s.family])
+
+    def plan(self, ctx: Context) -> str:
+        task = self._analysis(ctx)
+        ordered = [(s.name, s.note) for s in self.ordered(ctx)]
+        return plan_text(task.features, ordered, task.notes, features_line(task.features))
+
+    # Proposing
+
+    def propose(self, ctx: Context, k: int) -> list[Proposal]:
+        task = self._analysis(ctx)
+        tried_sources = {source_hash(a.source) for a in ctx.attempts}
+        tried_names = {a.strategy for a in ctx.attempts}
+        queue = self._queue(ctx, task, tried_names, k)
+        proposals: list[Proposal] = []
+        for spec in queue:
+            if len(proposals) >= k:
+                break
+            if spec.name in tried_names:
+                continue
+            source = build(ctx.task, spec, task)
+            if source_hash(source) in tried_sources:
+                continue
+            tried_sources.add(source_hash(source))
+            tried_names.add(spec.name)
+            proposals.append(Proposal(source=source, strategy=spec.name, analysis=spec.note))
+        return proposals
+
+    def _queue(self, ctx: Context, task: TaskAnalysis, tried: set[str], k: int) -> list[Spec]:
+        ordered = [s for s in self.ordered(ctx) if s.name not in tried]
+        if not ctx.attempts:
+            first = ordered[:k]
+            if first and not any(s.family in SAFE_FAMILIES for s in first):
+                safe = [
+                    s
+                    for s in ordered
+                    if s.family in SAFE_FAMILIES
+                    and not (task.features.launch_bound and s.family == "compile-default")
+                ]
+                safe = safe or [s for s in ordered if s.family in SAFE_FAMILIES]
+                if safe:
+                    first = [*first[: k - 1], safe[0]]
+            return first + ordered
+        winners = self._winners(ctx)
+        device = self._device(ctx)
+        tuned = [v for spec in winners[:2] for v in variants(spec, task, device)]
+        # Half the round (at least one) tunes the winners, the rest tries new strategies.
+        n_tuned = max(1, k // 2) if tuned else 0
+        return tuned[:n_tuned] + ordered + tuned[n_tuned:]
+
+    def _winners(self, ctx: Context) -> list[Spec]:
+        ok = [a for a in ctx.attempts if a.result.status is Status.OK and a.result.speedup_vs_eager]
+        ok.sort(key=lambda a: -(a.result.speedup_vs_eager or 0.0))
+        catalogue = self._catalogue(ctx, {a.strategy for a in ok})
+        return [catalogue[a.strategy] for a in ok if a.strategy in catalogue]
+
+    def _catalogue(self, ctx: Context, wanted: set[str]) -> dict[str, Spec]:
+        """Specs by name: the base ones and their variants, expanded until ``wanted`` is covered."""
+        task, device = self._analysis(ctx), self._device(ctx)
+        level = base_specs(task, ctx.precision, device)
+        found = {s.name: s for s in level}
+        for _ in range(CATALOGUE_DEPTH):
+            if wanted <= found.keys():
+                break
+            level = [v for s in level for v in variants(s, task, device) if v.name not in found]
+            found.update({s.name: s for s in level})
+        return found
+
+    # Analysing
+
+    def analyse(self, ctx: Context, new: list[AttemptView]) -> str:
+        ok = [a for a in ctx.attempts if a.result.status is Status.OK and a.result.speedup_vs_eager]
+        best = max(ok, key=lambda a: a.result.speedup_vs_eager or 0.0, default=None)
+        return analysis(new, ctx.baseline, best)

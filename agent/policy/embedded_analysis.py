@@ -1,0 +1,100 @@
+"""The embedded policy's critic and planner text, written from the measurements alone: which
+variant won and by how much, where it sits on the roofline, what failed and why."""
+
+from __future__ import annotations
+
+from ...tools.result import Result, Status
+from .base import AttemptView
+from .features import TaskFeatures
+
+
+def _ms(value: float | None) -> str:
+    return f"{value:.4g} ms" if value is not None else "-"
+
+
+def _x(value: float | None) -> str:
+    return f"{value:.2f}x" if value is not None else "-"
+
+
+def position(features: TaskFeatures) -> str:
+    """The task's roofline position in one line."""
+    floor = (
+        f"floor {_ms(features.floor_ms)} on {features.gpu}"
+        if features.floor_ms is not None
+        else "floor unknown"
+    )
+    kind = "launch-bound" if features.launch_bound else f"{features.bound}-bound"
+    ops = f"{features.launches} kernel-launching ops" if features.launches else "ops unknown"
+    return (
+        f"{kind}: {features.flops / 1e9:.3g} GFLOP, {features.min_bytes / 1e6:.3g} MB minimal traffic, "
+        f"{floor}; {ops}; eager {_ms(features.eager_ms)}, torch.compile {_ms(features.compile_ms)}"
+    )
+
+
+def _bound_now(result: Result) -> str:
+    fraction = result.roofline_fraction
+    if result.roofline is None or fraction is None:
+        return "roofline floor unknown on this device"
+    gap = (
+        "close to the limit"
+        if fraction > 0.6
+        else "far from the limit: launch overhead or poor kernels remain"
+    )
+    return f"{result.roofline.bound}-bound, at {fraction:.0%} of the roofline floor ({gap})"
+
+
+def _first_line(text: str) -> str:
+    for line in reversed(text.strip().splitlines()):
+        if line.strip() and not line.startswith(" "):
+            return line.strip()[:200]
+    return "(no log)"
+
+
+def analysis(new: list[AttemptView], baseline: Result | None, best_so_far: AttemptView | None) -> str:
+    lines = ["## Performance analysis (embedded policy)", ""]
+    if baseline is not None:
+        lines.append(f"Reference: eager {_ms(baseline.eager_ms)}, torch.compile {_ms(baseline.compile_ms)}.")
+    if not new:
+        return "\n".join([*lines, "No candidates this round: every applicable strategy was tried."])
+    verified = sorted(
+        (v for v in new if v.result.status is Status.OK and v.result.candidate_ms is not None),
+        key=lambda v: v.result.candidate_ms or 0.0,
+    )
+    for view in verified:
+        r = view.result
+        lines.append(
+            f"- {view.attempt_id} {view.strategy}: {_ms(r.candidate_ms)}, {_x(r.speedup_vs_eager)} vs eager, "
+            f"{_x(r.speedup_vs_compile)} vs torch.compile"
+        )
+    if verified:
+        win = verified[0]
+        text = f"Winner: {win.strategy} ({win.attempt_id})"
+        if len(verified) > 1 and verified[1].result.candidate_ms and win.result.candidate_ms:
+            ratio = verified[1].result.candidate_ms / win.result.candidate_ms
+            text += f", {ratio:.2f}x faster than the runner-up {verified[1].strategy}"
+        lines += ["", text + f"; now {_bound_now(win.result)}."]
+        if best_so_far is not None and best_so_far.attempt_id != win.attempt_id:
+            lines.append(
+                f"Best overall is still {best_so_far.strategy} ({_x(best_so_far.result.speedup_vs_eager)})."
+            )
+    failed = [v for v in new if v.result.status is not Status.OK]
+    for view in failed:
+        reason = "; ".join(view.result.cheats) if view.result.cheats else _first_line(view.result.log)
+        lines.append(f"- failed {view.attempt_id} {view.strategy}: {view.result.status.value}: {reason}")
+    return "\n".join(lines)
+
+
+def plan_text(
+    features: TaskFeatures, ordered: list[tuple[str, str]], notes: list[str], features_line: str
+) -> str:
+    lines = ["Embedded strategy plan.", f"Task: {position(features)}."]
+    if features.random:
+        lines.append(
+            "The forward draws random numbers (active dropout): no candidate can reproduce it; skipped."
+        )
+    else:
+        lines.append("Strategies, in the cost model's order:")
+        lines += [f"{i + 1}. {name}: {note}" for i, (name, note) in enumerate(ordered)]
+    lines += notes
+    lines.append(features_line)
+    return "\n".join(lines)

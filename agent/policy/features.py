@@ -1,0 +1,191 @@
+"""Task features for the planner and the ranker: the ATen ops one forward pass runs (counted
+on the meta device, so nothing is allocated), FLOPs and minimal bytes from
+:mod:`kforge.tools.roofline`, the roofline position on the detected or assumed GPU, and the
+measured eager and torch.compile times when the baseline is known."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from ...tools.hardware import GpuSpec, spec_for
+from ...tools.result import Result
+from ...tools.roofline import roofline
+from ...tools.task import Task, import_file
+
+ASSUMED_GPU = "H100-SXM"
+LAUNCH_US = 5.0  # what one kernel launch costs eagerly, host side, in microseconds
+CONV_OPS = ("convolution", "conv1d", "conv2d", "conv3d", "conv_transpose", "cudnn_convolution")
+MATMUL_OPS = ("mm", "bmm", "addmm", "matmul", "linear", "baddbmm", "addmv", "mv", "dot", "einsum")
+NORM_OPS = ("batch_norm", "layer_norm", "group_norm", "instance_norm", "native_batch_norm")
+REDUCE_OPS = (
+    "sum",
+    "mean",
+    "amax",
+    "amin",
+    "max",
+    "min",
+    "logsumexp",
+    "var",
+    "std",
+    "norm",
+    "softmax",
+    "cumsum",
+)
+RANDOM_OPS = ("bernoulli", "rand", "randn", "randint", "normal", "uniform", "multinomial", "randperm")
+
+
+MAX_OPS = 3000  # counting stops here: such a forward is launch-bound whatever the rest does
+
+
+class TooManyOps(RuntimeError):
+    pass
+
+
+class _OpCounter(TorchDispatchMode):
+    """Counts the ATen ops that run, views and metadata ops apart (they launch no kernel)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: Counter[str] = Counter()
+        self.total = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if not (func.is_view or torch.Tag.view_copy in func.tags):
+            self.ops[func.overloadpacket.__name__] += 1
+            self.total += 1
+            if self.total >= MAX_OPS:
+                raise TooManyOps(f"more than {MAX_OPS} ops in one forward")
+        return func(*args, **(kwargs or {}))
+
+
+@dataclasses.dataclass
+class TaskFeatures:
+    ops: dict[str, int] = dataclasses.field(default_factory=dict)
+    launches: int = 0
+    flops: float = 0.0
+    min_bytes: float = 0.0
+    floor_ms: float | None = None
+    bound: str = "memory"
+    gpu: str | None = None
+    conv_dims: int = 0  # 1, 2 or 3 for the largest convolution input; 0 without convolutions
+    eager_ms: float | None = None
+    compile_ms: float | None = None
+    random: bool = False  # draws random numbers (dropout with p > 0): no candidate can match it
+    error: str = ""  # why the op count is missing, when it is
+
+    def has(self, names: tuple[str, ...]) -> bool:
+        return any(any(n in op for n in names) for op in self.ops)
+
+    @property
+    def has_conv(self) -> bool:
+        return self.conv_dims > 0 or self.has(CONV_OPS)
+
+    @property
+    def has_matmul(self) -> bool:
+        return self.has(MATMUL_OPS)
+
+    @property
+    def launch_bound(self) -> bool:
+        """Launch overhead exceeds the roofline floor: CUDA graphs pay off."""
+        if self.eager_ms is not None and self.eager_ms < 0.1:
+            return True
+        floor = self.floor_ms if self.floor_ms is not None else 0.0
+        return self.launches * LAUNCH_US * 1e-3 > 2.0 * floor
+
+    @property
+    def compute_bound(self) -> bool:
+        return self.bound == "compute" and not self.launch_bound
+
+    def vector(self) -> list[float]:
+        """The ranker's inputs, each roughly in [-1, 3]."""
+        intensity = self.flops / self.min_bytes if self.min_bytes else 0.0
+        compile_gain = (self.eager_ms / self.compile_ms) if self.eager_ms and self.compile_ms else 1.0
+        return [
+            1.0,
+            math.log10(1.0 + self.launches) / 2.0,
+            math.log10(1.0 + self.flops) / 12.0,
+            math.log10(1.0 + self.min_bytes) / 10.0,
+            math.log10(1.0 + intensity) / 3.0,
+            float(self.launch_bound),
+            float(self.compute_bound),
+            float(self.has_conv),
+            float(self.has_matmul),
+            float(self.has(NORM_OPS)),
+            float(self.has(REDUCE_OPS)),
+            math.log2(max(compile_gain, 1e-3)),
+            math.log10(max(self.eager_ms or 1.0, 1e-3)),
+        ]
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TaskFeatures:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+FEATURE_NAMES = [
+    "bias", "log_launches", "log_flops", "log_bytes", "log_intensity", "launch_bound", "compute_bound",
+    "has_conv", "has_matmul", "has_norm", "has_reduction", "log2_compile_gain", "log_eager_ms",
+]  # fmt: skip
+
+
+def meta_instance(task_path: Path) -> tuple[torch.nn.Module, list[Any]]:
+    """The task's Model and inputs built on the meta device (no memory, no compute)."""
+    module = import_file(task_path, f"kforge_features_{uuid.uuid4().hex[:8]}")
+    with torch.device("meta"):
+        torch.manual_seed(0)
+        model = module.Model(*module.get_init_inputs())
+        inputs = list(module.get_inputs())
+    return model, inputs
+
+
+def task_features(
+    task: Task, hardware: GpuSpec | None, precision: str, baseline: Result | None
+) -> TaskFeatures:
+    features = TaskFeatures(gpu=(hardware.canonical if hardware else None) or ASSUMED_GPU)
+    if baseline is not None:
+        features.eager_ms, features.compile_ms = baseline.eager_ms, baseline.compile_ms
+    gpu = hardware if hardware is not None and hardware.peak_gbps else spec_for(ASSUMED_GPU)
+    counter = _OpCounter()
+    try:
+        model, inputs = meta_instance(task.path)
+        features.random = _random_modules(model)
+        with counter:
+            roof = roofline(model, inputs, gpu, precision)
+    except TooManyOps as err:
+        features.ops, features.launches, features.error = dict(counter.ops), counter.total, str(err)
+        return features
+    except Exception as err:  # the task's own code on the meta device: any failure only costs features
+        features.error = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:200]
+        return features
+    features.ops = dict(counter.ops)
+    features.launches = sum(counter.ops.values())
+    features.flops, features.min_bytes = roof.flops, roof.min_bytes
+    features.floor_ms, features.bound = roof.floor_ms, roof.bound
+    features.conv_dims = max((p.dim() - 2 for p in model.parameters() if p.dim() in (3, 4, 5)), default=0)
+    if not features.has(CONV_OPS):
+        features.conv_dims = 0
+    features.random = features.random or features.has(RANDOM_OPS)
+    return features
+
+
+def _random_modules(model: torch.nn.Module) -> bool:
+    """Dropout that is active in training mode (the mode the verifier runs)."""
+    for m in model.modules():
+        if isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0:
+            return True
+        if isinstance(m, torch.nn.RNNBase) and m.dropout > 0 and m.num_layers > 1:
+            return True
+        if isinstance(m, torch.nn.MultiheadAttention) and m.dropout > 0:
+            return True
+    return False

@@ -1,0 +1,33 @@
+"""torch.compile in its modes, applied to the reference forward (or to a rewritten body).
+
+default fuses pointwise and reduction chains; max-autotune-no-cudagraphs also benchmarks
+GEMM/conv templates and kernel configs; reduce-overhead and max-autotune replay the
+compiled graph from a CUDA graph (outputs are cloned: the next replay overwrites them).
+"""
+
+from __future__ import annotations
+
+from ..features import TaskFeatures
+from .source import Spec
+
+MODES = ("default", "max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune")
+NOTES = {
+    "default": "Inductor fuses the pointwise and reduction chains into few kernels",
+    "max-autotune-no-cudagraphs": "Inductor also autotunes GEMM/conv templates and kernel configs",
+    "reduce-overhead": "the compiled graph replays from a CUDA graph: one launch per call",
+    "max-autotune": "autotuned kernels replayed from a CUDA graph",
+}
+
+
+def compile_spec(mode: str) -> Spec:
+    return Spec(family=f"compile-{mode}", runner="compile", mode=mode, note=NOTES[mode])
+
+
+def specs(features: TaskFeatures, device: str) -> list[Spec]:
+    if device != "cuda":
+        return [compile_spec("default")]  # CUDA graphs and GPU autotuning need a GPU
+    out = [compile_spec("default"), compile_spec("reduce-overhead")]
+    if features.has_matmul or features.has_conv:
+        out.append(compile_spec("max-autotune-no-cudagraphs"))
+        out.append(compile_spec("max-autotune"))
+    return out

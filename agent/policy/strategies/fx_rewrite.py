@@ -1,0 +1,241 @@
+"""Algebraic rewrites on the FX graph of the task's forward, emitted as source.
+
+The forward is traced symbolically on the meta device with shapes propagated; each pass
+rewrites a pattern that computes the same function with less work:
+
+- ``sum(linear(x) * c, dim=-1)`` -> ``linear(x, W.sum(0), b.sum()) * c``: the sum over a
+  GEMM's output features moves onto the weight, turning an (M, N, K) GEMM into a GEMV;
+- ``diag(a) @ B`` -> ``a[:, None] * B`` and ``B @ diag(a)`` -> ``B * a``;
+- ``(A @ B) @ C`` -> ``A @ (B @ C)`` when that needs fewer FLOPs;
+- ``x * 1``, ``x / 1``, ``x + 0`` and ``transpose(transpose(x, i, j), i, j)`` removed.
+
+The rewritten graph's code becomes ``ModelNew._kforge_body``; only tasks where some pass
+fired get a candidate.
+"""
+
+from __future__ import annotations
+
+import operator
+import types
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.fx
+
+from .source import Body, Spec
+
+Node = torch.fx.Node
+MATMULS = (torch.matmul, torch.mm, operator.matmul)
+SCALE_OPS = (operator.mul, operator.truediv, torch.mul, torch.div)
+STANDARD_GLOBALS = {"torch", "inf", "nan", "NoneType", "device", "fx_pytree", "pytree"}
+GLOBAL_DEFS = {
+    "inf": "inf = float('inf')",
+    "nan": "nan = float('nan')",
+    "NoneType": "NoneType = type(None)",
+    "device": "device = torch.device",
+}
+
+
+class _Shapes(torch.fx.Interpreter):
+    """Shape propagation on meta tensors (quiet: a failure raises, nothing is printed)."""
+
+    def run_node(self, n: Node) -> Any:
+        result = super().run_node(n)
+        if isinstance(result, torch.Tensor):
+            n.meta["tensor_meta"] = result
+        return result
+
+
+def _shape(node: Any) -> tuple[int, ...] | None:
+    meta = node.meta.get("tensor_meta") if isinstance(node, Node) else None
+    return tuple(meta.shape) if meta is not None and hasattr(meta, "shape") else None
+
+
+def _arg(node: Node, index: int, name: str, default: Any = None) -> Any:
+    return node.args[index] if len(node.args) > index else node.kwargs.get(name, default)
+
+
+def _is_call(node: Any, targets: tuple[Any, ...], methods: tuple[str, ...] = ()) -> bool:
+    if not isinstance(node, Node):
+        return False
+    if node.op == "call_function" and node.target in targets:
+        return True
+    return node.op == "call_method" and node.target in methods
+
+
+def _linear_parts(gm: torch.fx.GraphModule, node: Node) -> tuple[Node, Node, Node | None] | None:
+    """(x, weight (out, in) node, bias node) when ``node`` is a Linear / F.linear / x @ W.T."""
+    graph = gm.graph
+    if node.op == "call_module" and isinstance(gm.get_submodule(str(node.target)), torch.nn.Linear):
+        mod = gm.get_submodule(str(node.target))
+        with graph.inserting_before(node):
+            weight = graph.get_attr(f"{node.target}.weight")
+            bias = graph.get_attr(f"{node.target}.bias") if mod.bias is not None else None
+        return node.args[0], weight, bias  # type: ignore[return-value]
+    if _is_call(node, (torch.nn.functional.linear,)):
+        return _arg(node, 0, "input"), _arg(node, 1, "weight"), _arg(node, 2, "bias")
+    if _is_call(node, MATMULS, ("matmul", "mm")) and len(node.args) == 2:
+        rhs: Any = node.args[1]
+        transposed = isinstance(rhs, Node) and (
+            (rhs.op == "call_function" and rhs.target is getattr and rhs.args[1] == "T")
+            or _is_call(rhs, (torch.t,), ("t",))
+        )
+        if transposed and _shape(rhs) is not None and len(_shape(rhs) or ()) == 2:
+            return node.args[0], rhs.args[0], None  # type: ignore[return-value]
+    return None
+
+
+def sum_of_linear(gm: torch.fx.GraphModule) -> int:
+    fired = 0
+    for node in list(gm.graph.nodes):
+        if not _is_call(node, (torch.sum,), ("sum",)) or len(node.users) == 0:
+            continue
+        shape = _shape(node.args[0])
+        dim = _arg(node, 1, "dim")
+        dim = dim[0] if isinstance(dim, list | tuple) and len(dim) == 1 else dim
+        if shape is None or not isinstance(dim, int) or dim % len(shape) != len(shape) - 1:
+            continue
+        chain: list[Node] = []
+        value = node.args[0]
+        while _is_call(value, SCALE_OPS) and isinstance(value.args[1], int | float) and len(value.users) == 1:
+            chain.append(value)
+            value = value.args[0]
+        parts = _linear_parts(gm, value) if isinstance(value, Node) and len(value.users) == 1 else None
+        if parts is None:
+            continue
+        x, weight, bias = parts
+        g = gm.graph
+        with g.inserting_before(node):
+            w_sum = g.call_function(torch.sum, (weight,), {"dim": 0, "keepdim": True})
+            b_sum = g.call_function(torch.sum, (bias,), {"dim": 0, "keepdim": True}) if bias else None
+            out = g.call_function(torch.nn.functional.linear, (x, w_sum, b_sum))
+            for op in reversed(chain):
+                out = g.call_function(op.target, (out, op.args[1]))  # type: ignore[arg-type]
+            if not _arg(node, 2, "keepdim", False):
+                out = g.call_method("squeeze", (out, -1))
+        node.replace_all_uses_with(out)
+        fired += 1
+    return fired
+
+
+def diag_matmul(gm: torch.fx.GraphModule) -> int:
+    fired = 0
+    for node in list(gm.graph.nodes):
+        if not _is_call(node, MATMULS, ("matmul", "mm")) or len(node.args) != 2:
+            continue
+        lhs, rhs = node.args
+        g = gm.graph
+        for side, diag, other in ((0, lhs, rhs), (1, rhs, lhs)):
+            if (
+                _is_call(diag, (torch.diag,), ("diag",))
+                and len(diag.args) == 1
+                and _shape(diag.args[0]) is not None
+            ):  # type: ignore[union-attr]
+                if len(_shape(diag.args[0]) or ()) != 1:  # type: ignore[union-attr]
+                    continue
+                with g.inserting_before(node):
+                    vec = diag.args[0]  # type: ignore[union-attr]
+                    if side == 0:
+                        vec = g.call_method("unsqueeze", (vec, -1))
+                    out = g.call_function(operator.mul, (vec, other) if side == 0 else (other, vec))
+                node.replace_all_uses_with(out)
+                fired += 1
+                break
+    return fired
+
+
+def reassociate(gm: torch.fx.GraphModule) -> int:
+    fired = 0
+    for node in list(gm.graph.nodes):
+        if not _is_call(node, MATMULS, ("matmul", "mm")) or len(node.args) != 2:
+            continue
+        inner, c = node.args
+        if not _is_call(inner, MATMULS, ("matmul", "mm")) or len(inner.users) != 1 or len(inner.args) != 2:  # type: ignore[union-attr]
+            continue
+        a, b = inner.args  # type: ignore[union-attr]
+        shapes = [_shape(a), _shape(b), _shape(c)]
+        if any(s is None or len(s) != 2 for s in shapes):
+            continue
+        (m, k), (_, n), (_, p) = shapes  # type: ignore[misc]
+        if k * n * p + m * k * p >= 0.5 * (m * k * n + m * n * p):
+            continue
+        g = gm.graph
+        with g.inserting_before(node):
+            bc = g.call_function(torch.matmul, (b, c))
+            out = g.call_function(torch.matmul, (a, bc))
+        node.replace_all_uses_with(out)
+        fired += 1
+    return fired
+
+
+def identities(gm: torch.fx.GraphModule) -> int:
+    fired = 0
+    for node in list(gm.graph.nodes):
+        neutral = {operator.mul: 1, operator.truediv: 1, operator.add: 0, operator.sub: 0}
+        if node.op == "call_function" and node.target in neutral and len(node.args) == 2:
+            x, c = node.args
+            if isinstance(x, Node) and type(c) in (int, float) and c == neutral[node.target]:
+                if _shape(x) == _shape(node) and x.meta.get("tensor_meta") is not None:
+                    if x.meta["tensor_meta"].dtype.is_floating_point:
+                        node.replace_all_uses_with(x)
+                        fired += 1
+        if _is_call(node, (torch.transpose,), ("transpose",)) and len(node.args) == 3:
+            inner = node.args[0]
+            if _is_call(inner, (torch.transpose,), ("transpose",)) and len(inner.args) == 3:  # type: ignore[union-attr]
+                if {*node.args[1:]} == {*inner.args[1:]}:  # type: ignore[union-attr]
+                    node.replace_all_uses_with(inner.args[0])  # type: ignore[union-attr,arg-type]
+                    fired += 1
+    return fired
+
+
+PASSES: dict[str, Callable[[torch.fx.GraphModule], int]] = {
+    "sum-of-linear": sum_of_linear,
+    "diag-matmul": diag_matmul,
+    "reassociate": reassociate,
+    "identities": identities,
+}
+
+
+def rewrite(model: torch.nn.Module, inputs: list[Any]) -> tuple[Body, list[str]] | None:
+    """The rewritten forward as a Body and the passes that fired, or None when none did."""
+    gm = torch.fx.symbolic_trace(model)
+    _Shapes(gm).run(*inputs)
+    fired = [name for name, fn in PASSES.items() if fn(gm) > 0]
+    if not fired:
+        return None
+    gm.graph.eliminate_dead_code()
+    gm.graph.lint()
+    code = gm.graph.python_code(root_module="self")
+    prelude = []
+    for name, obj in code.globals.items():
+        if name in GLOBAL_DEFS:
+            prelude.append(GLOBAL_DEFS[name])
+        elif isinstance(obj, types.ModuleType) and name not in STANDARD_GLOBALS:
+            prelude.append(f"import {obj.__name__} as {name}")
+        elif name not in STANDARD_GLOBALS:
+            return None  # a global the emitted code cannot name
+    for node in gm.graph.nodes:
+        if node.op == "get_attr" and not _has_attr(model, str(node.target)):
+            return None  # a constant made during tracing: not on ModelNew
+    method = code.src.strip("\n").replace("def forward(self", "def _kforge_body(self", 1)
+    return Body(method=method + "\n", prelude="\n".join(prelude)), fired
+
+
+def _has_attr(model: torch.nn.Module, path: str) -> bool:
+    obj: Any = model
+    for part in path.split("."):
+        if not hasattr(obj, part):
+            return False
+        obj = getattr(obj, part)
+    return True
+
+
+def spec(fired: list[str], runner: str = "eager") -> Spec:
+    return Spec(
+        family="fx-rewrite" if runner == "eager" else "fx-rewrite-compile",
+        runner=runner,
+        body="fx",
+        tag=f"fx-rewrite[{','.join(fired)}]",
+        note=f"algebraic rewrite ({', '.join(fired)}) removes work before any kernel runs",
+    )

@@ -1,0 +1,149 @@
+"""Every strategy family in one place: what applies to a task, the tuned variants of a
+winner, and the candidate source of a Spec."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from ....tools.task import Task
+from ..features import TaskFeatures, meta_instance
+from . import compile_modes, conv, corpus_kernels, cuda_graph, fx_rewrite, precision
+from .runners import forward_code, runner_code
+from .source import REFERENCE_BODY, Body, Spec, render
+
+# The fixed order a planner without a cost model would use (and the ranker's fallback).
+DEFAULT_ORDER = (
+    "fx-rewrite",
+    "fx-rewrite-compile",
+    "compile-default",
+    "cudnn-compile",
+    "cuda-graph",
+    "compile-reduce-overhead",
+    "compile-graph",
+    "corpus-triton",
+    "cudnn-benchmark",
+    "channels-last",
+    "compile-max-autotune-no-cudagraphs",
+    "compile-max-autotune",
+    "tf32",
+    "bf16",
+)
+
+
+@dataclasses.dataclass
+class TaskAnalysis:
+    """What the strategies need to know about one task, computed once per run."""
+
+    features: TaskFeatures
+    fx: tuple[Body, list[str]] | None = None
+    corpus: tuple[str, dict[str, Any]] | None = None
+    params: list[str] = dataclasses.field(default_factory=list)  # forward's argument names
+    notes: list[str] = dataclasses.field(default_factory=list)  # why a family does not apply
+
+
+def analyse_task(task: Task, features: TaskFeatures) -> TaskAnalysis:
+    analysis = TaskAnalysis(features=features)
+    if features.error:
+        analysis.notes.append(f"no FX analysis: {features.error}")
+        return analysis
+    try:
+        model, inputs = meta_instance(task.path)
+        analysis.fx = fx_rewrite.rewrite(model, inputs)
+        analysis.corpus = corpus_kernels.match(model, inputs)
+        import torch.fx
+
+        graph = torch.fx.symbolic_trace(model).graph
+        analysis.params = [n.name for n in graph.nodes if n.op == "placeholder"]
+    except Exception as err:  # tracing the task's code: a failure only rules out these families
+        analysis.notes.append(f"no FX trace ({type(err).__name__}): rewrites and prior kernels skipped")
+    return analysis
+
+
+def base_specs(analysis: TaskAnalysis, precision_class: str, device: str) -> list[Spec]:
+    features = analysis.features
+    specs: list[Spec] = []
+    if analysis.fx is not None:
+        fired = analysis.fx[1]
+        specs += [fx_rewrite.spec(fired), fx_rewrite.spec(fired, runner="compile")]
+    if analysis.corpus is not None:
+        specs.append(corpus_kernels.spec(analysis.corpus[0], 0))
+    specs += compile_modes.specs(features, device)
+    specs += cuda_graph.specs(features, device)
+    specs += conv.specs(features, device)
+    specs += precision.specs(features, precision_class, device)
+    return specs
+
+
+def variants(spec: Spec, analysis: TaskAnalysis, device: str) -> list[Spec]:
+    """Tuned variants of a winner, most promising first."""
+    out: list[Spec] = []
+    combo = dataclasses.replace(spec, family="combo", note=f"tuned from {spec.name}")
+    on_gpu = device == "cuda"
+    if spec.body.startswith("corpus:"):
+        name, variant = spec.body.split(":")[1], int(spec.body.split(":")[2])
+        for v in range(variant + 1, corpus_kernels.n_variants(name)):
+            out.append(dataclasses.replace(corpus_kernels.spec(name, v), family="combo"))
+    if analysis.features.has_conv and on_gpu and "cudnn-benchmark" not in spec.flags:
+        out.append(dataclasses.replace(combo, flags=(*spec.flags, "cudnn-benchmark")))
+    if spec.runner == "eager":
+        out.append(dataclasses.replace(combo, runner="compile", mode="default"))
+        if on_gpu:
+            out.append(dataclasses.replace(combo, runner="cuda-graph"))
+    elif spec.runner == "compile" and spec.mode == "default" and on_gpu:
+        out.append(dataclasses.replace(combo, runner="compile-graph"))
+        out.append(dataclasses.replace(combo, mode="max-autotune-no-cudagraphs"))
+    elif spec.runner == "cuda-graph":
+        out.append(dataclasses.replace(combo, runner="compile-graph", mode="default"))
+    if on_gpu and analysis.features.conv_dims in (2, 3) and "cudnn-benchmark" in spec.flags:
+        if "channels-last" not in spec.flags:
+            out.append(dataclasses.replace(combo, flags=(*spec.flags, "channels-last")))
+    return out
+
+
+def body_of(spec: Spec, analysis: TaskAnalysis) -> Body:
+    if spec.body == "fx" and analysis.fx is not None:
+        return analysis.fx[0]
+    if spec.body.startswith("corpus:") and analysis.corpus is not None:
+        variant = int(spec.body.split(":")[2])
+        return corpus_kernels.body(analysis.corpus[0], analysis.corpus[1], variant, analysis.params)
+    if spec.body != "reference":
+        raise ValueError(f"{spec.name}: body {spec.body!r} does not apply to this task")
+    return REFERENCE_BODY
+
+
+def build(task: Task, spec: Spec, analysis: TaskAnalysis) -> str:
+    """The candidate source for ``spec``."""
+    body = body_of(spec, analysis)
+    preludes = [body.prelude] if body.prelude else []
+    if "channels-last" in spec.flags:
+        preludes.append(conv.PRELUDE)
+    if "bf16" in spec.flags:
+        preludes.append(precision.PRELUDE)
+    body = Body(method=body.method, prelude="\n\n".join(p.strip("\n") for p in preludes))
+    return render(task.source, spec, body, runner_code(spec), forward_code(spec))
+
+
+def _base_families() -> dict[str, str]:
+    specs = [compile_modes.compile_spec(mode) for mode in compile_modes.MODES]
+    specs += [
+        cuda_graph.CUDA_GRAPH,
+        cuda_graph.COMPILE_GRAPH,
+        conv.CUDNN,
+        conv.CUDNN_COMPILE,
+        conv.CHANNELS_LAST,
+    ]
+    specs += [precision.TF32, precision.BF16]
+    return {spec.name: spec.family for spec in specs}
+
+
+BASE_FAMILIES = _base_families()
+
+
+def family_of(strategy: str) -> str:
+    """The ranker family of a strategy name ("combo" for tuned variants)."""
+    if strategy.startswith("fx-rewrite["):
+        return "fx-rewrite" if strategy.endswith("]") else "fx-rewrite-compile"
+    if strategy.startswith("corpus:"):
+        return "corpus-triton" if strategy.count("+") == 0 else "combo"
+    return BASE_FAMILIES.get(strategy, "combo")

@@ -1,0 +1,103 @@
+"""How a candidate runs its body (eagerly, through torch.compile, replayed from a CUDA graph)
+and the flags set around each call. Each function returns method source for ModelNew."""
+
+from __future__ import annotations
+
+from .source import Spec
+
+CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
+
+EAGER_RUNNER = """\
+def _kforge_run(self, *args):
+    return self._kforge_body(*args)
+"""
+
+COMPILE_RUNNER = """\
+def _kforge_run(self, *args):
+    fn = self.__dict__.get("_kforge_compiled")
+    if fn is None:
+        fn = torch.compile(self._kforge_body, mode={mode!r})
+        self.__dict__["_kforge_compiled"] = fn
+    return {ret}
+"""
+
+# Replays one captured graph per input signature. Inputs are copied into the graph's
+# static buffers on every call (the caller may write new values into the same tensors)
+# and outputs are cloned (the next replay overwrites the graph's output buffers).
+GRAPH_RUNNER = """\
+def _kforge_run(self, *args):
+    if not any(isinstance(a, torch.Tensor) and a.is_cuda for a in args):
+        return self._kforge_body(*args)
+    key = tuple((tuple(a.shape), a.dtype, str(a.device)) if isinstance(a, torch.Tensor) else repr(a) for a in args)
+    state = self.__dict__.get("_kforge_graph")
+    if state is None or state[0] != key:
+        state = self._kforge_capture(args, key)
+        self.__dict__["_kforge_graph"] = state
+    _, graph, static_in, static_out = state
+    for dst, src in zip(static_in, args):
+        if isinstance(dst, torch.Tensor):
+            dst.copy_(src)
+    graph.replay()
+    return _kforge_clone(static_out)
+
+def _kforge_capture(self, args, key):
+    fn = {target}
+    static_in = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn(*static_in)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_out = fn(*static_in)
+    return (key, graph, static_in, static_out)
+"""
+
+COMPILED_TARGET = """self.__dict__.get("_kforge_compiled")
+    if fn is None:
+        fn = torch.compile(self._kforge_body, mode={mode!r})
+        self.__dict__["_kforge_compiled"] = fn"""
+
+
+def runner_code(spec: Spec) -> str:
+    if spec.runner == "eager":
+        return EAGER_RUNNER
+    if spec.runner == "compile":
+        ret = "_kforge_clone(fn(*args))" if spec.mode in CUDAGRAPH_MODES else "fn(*args)"
+        return COMPILE_RUNNER.format(mode=spec.mode, ret=ret)
+    if spec.runner == "cuda-graph":
+        return GRAPH_RUNNER.replace("{target}", "self._kforge_body")
+    if spec.runner == "compile-graph":
+        return GRAPH_RUNNER.replace("{target}", COMPILED_TARGET.format(mode=spec.mode))
+    raise ValueError(f"unknown runner {spec.runner!r}")
+
+
+def forward_code(spec: Spec) -> str:
+    """``forward``: flags set before the run and restored after it."""
+    pre: list[str] = []
+    post: list[str] = []
+    call = "out = self._kforge_run(*args)"
+    if "cudnn-benchmark" in spec.flags:
+        pre += ["_kforge_prev = torch.backends.cudnn.benchmark", "torch.backends.cudnn.benchmark = True"]
+        post += ["torch.backends.cudnn.benchmark = _kforge_prev"]
+    if "channels-last" in spec.flags:
+        pre += ["_kforge_channels_last(self)", "args = tuple(_kforge_to_channels_last(a) for a in args)"]
+        post += ["out = _kforge_contiguous(out)"]
+    if "tf32" in spec.flags:
+        pre += ["torch.backends.cuda.matmul.allow_tf32 = True", "torch.backends.cudnn.allow_tf32 = True"]
+    lines = ["def forward(self, *args):", *("    " + p for p in pre)]
+    if "bf16" in spec.flags:
+        lines += [
+            "    dtype = next((a.dtype for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()), torch.float32)",
+            "    with torch.autocast(device_type='cuda', dtype=torch.bfloat16):",
+            "        " + call,
+            "    out = _kforge_cast(out, dtype)",
+        ]
+    else:
+        lines.append("    " + call)
+    lines += ["    " + p for p in post]
+    lines.append("    return out")
+    return "\n".join(lines) + "\n"

@@ -39,6 +39,8 @@ class BatchOptions:
     gpus: list[int] = dataclasses.field(default_factory=lambda: [0])
     confirm: bool = True  # re-measure each task's best once more with new inputs: the reported figure
     selection: dict[str, Any] = dataclasses.field(default_factory=dict)  # paths, level, tasks, limit
+    families: tuple[str, ...] | None = None  # restrict the embedded policy to these strategy families
+    trials: int = 5  # correctness trials per candidate
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -46,27 +48,32 @@ class BatchOptions:
             "policy": self.policy,
             "gpus": self.gpus,
             "confirm": self.confirm,
+            "families": list(self.families) if self.families else None,
+            "trials": self.trials,
             "settings": self.settings.to_json(),
         }
 
 
 class BatchEvaluator(EngineEvaluator):
     """The engine, with torch.compile of the reference timed once per task (by the baseline
-    step) instead of again beside every candidate."""
+    step) instead of again beside every candidate, and the batch's number of trials."""
+
+    def __init__(self, trials: int) -> None:
+        self.trials = trials
 
     def evaluate_many(
         self, task: Task, sources: list[str], options: EvalOptions, on_result: OnResult | None = None
     ) -> list[Result]:
-        return super().evaluate_many(
-            task, sources, dataclasses.replace(options, compile_baseline=False), on_result
-        )
+        trials = min(options.trials, self.trials)
+        options = dataclasses.replace(options, compile_baseline=False, trials=trials)
+        return super().evaluate_many(task, sources, options, on_result)
 
 
 def _policy(options: BatchOptions) -> Any:
     if options.policy == "embedded":
         from .policy.embedded import EmbeddedPolicy
 
-        return EmbeddedPolicy()
+        return EmbeddedPolicy(families=options.families)
     return None  # optimize() builds the LLM policy from the settings' endpoint
 
 
@@ -111,7 +118,11 @@ def run_task(entry: TaskEntry, options: BatchOptions) -> dict[str, Any]:
     resume = _resumable(task_dir)
     try:
         summary = optimize(
-            None if resume else task.path, settings, _policy(options), BatchEvaluator(), resume=resume
+            None if resume else task.path,
+            settings,
+            _policy(options),
+            BatchEvaluator(options.trials),
+            resume=resume,
         )
     except Exception as err:  # one task's failure is recorded and the batch goes on
         return line | {"error": f"{type(err).__name__}: {err}"[:500], "elapsed_s": time.time() - started}
@@ -138,7 +149,7 @@ def run_task(entry: TaskEntry, options: BatchOptions) -> dict[str, Any]:
         return line | {"status": "no_candidate", "error": summary.reason, "elapsed_s": time.time() - started}
     search = results[best_id]
     source = attempts[best_id].source
-    final = _confirm(task, source, settings) if options.confirm else search
+    final = _confirm(task, source, settings, options.trials) if options.confirm else search
     line |= {
         "status": "ok" if final.status is Status.OK else "unconfirmed",
         "best_attempt_id": best_id,
@@ -156,9 +167,11 @@ def run_task(entry: TaskEntry, options: BatchOptions) -> dict[str, Any]:
     return line
 
 
-def _confirm(task: Task, source: str, settings: RunSettings) -> Result:
-    options = dataclasses.replace(eval_options(settings), compile_baseline=False, seed=1)
-    return EngineEvaluator().evaluate_many(task, [source], options)[0]
+def _confirm(task: Task, source: str, settings: RunSettings, trials: int) -> Result:
+    """The best candidate measured again on new inputs and weights (another seed): picking the
+    best of several noisy measurements favours lucky ones, this figure does not."""
+    options = dataclasses.replace(eval_options(settings), seed=1)
+    return BatchEvaluator(trials).evaluate_many(task, [source], options)[0]
 
 
 def _worker(gpu: int | None, options: BatchOptions, tasks: Any, results: Any) -> None:

@@ -37,6 +37,10 @@ def batch_command(
     rounds: Annotated[int, typer.Option(min=1, help="rounds per task")] = 2,
     candidates: Annotated[int, typer.Option(min=1, help="candidates per round")] = 3,
     timing_trials: Annotated[int, typer.Option(min=3, help="timed runs per callable")] = 40,
+    strategies: Annotated[
+        str | None, typer.Option(help="only these strategy families, e.g. compile-default,cuda-graph")
+    ] = None,
+    trials: Annotated[int, typer.Option(min=2, help="correctness trials per candidate")] = 5,
     confirm: Annotated[
         bool, typer.Option(help="re-measure each task's best once more (reported figure)")
     ] = True,
@@ -59,6 +63,8 @@ def batch_command(
                 raise BatchInputError(f"{resume}: no batch to resume (no {BATCH_META})")
             saved = json.loads((resume / BATCH_META).read_text())
             selection, policy = saved["selection"], saved["policy"]
+            strategies = ",".join(saved.get("families") or []) or None
+            trials, confirm = saved.get("trials", trials), saved.get("confirm", confirm)
             settings = resolve({}, config=config, saved=saved["settings"])
             device, precision = settings.device, settings.precision
         else:
@@ -84,8 +90,9 @@ def batch_command(
         raise _fail(console, str(err)) from None
     folder = resume or out or Path("kforge-batch")
     options = BatchOptions(
-        out=folder, settings=settings, policy=policy, gpus=gpu_list, confirm=confirm, selection=selection
-    )
+        out=folder, settings=settings, policy=policy, gpus=gpu_list, confirm=confirm, selection=selection,
+        families=tuple(f.strip() for f in strategies.split(",") if f.strip()) if strategies else None, trials=trials,
+    )  # fmt: skip
     console.print(f"{len(entries)} tasks, {len(gpu_list) if device == 'cuda' else 1} worker(s) -> {folder}")
     _run(entries, options, console, quiet)
     groups = write_summary(folder, {"policy": policy, "device": device, "precision": precision})

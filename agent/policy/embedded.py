@@ -22,14 +22,25 @@ from .strategies.registry import TaskAnalysis, analyse_task, base_specs, build, 
 from .strategies.source import Spec
 
 SAFE_FAMILIES = ("compile-default", "cuda-graph")
+# Device time a family costs beyond one evaluation (GEMM/conv autotuning takes minutes), in
+# the ranker's log2-speedup units: a small predicted gain does not pay for it.
+COST_PENALTY = {"compile-max-autotune": 0.15, "compile-max-autotune-no-cudagraphs": 0.1, "tf32": 0.05}
 CATALOGUE_DEPTH = 3
 
 
 class EmbeddedPolicy:
     name = "embedded"
 
-    def __init__(self, ranker: RankerModel | None = None, *, use_ranker: bool = True) -> None:
+    def __init__(
+        self,
+        ranker: RankerModel | None = None,
+        *,
+        use_ranker: bool = True,
+        families: tuple[str, ...] | None = None,
+    ) -> None:
+        """``families`` restricts the strategies to those families (None: all that apply)."""
         self.ranker = ranker if ranker is not None or not use_ranker else load_model()
+        self.families = families
         self._analyses: dict[str, TaskAnalysis] = {}
 
     # Planning
@@ -53,13 +64,17 @@ class EmbeddedPolicy:
         if task.features.random:
             return []
         specs = base_specs(task, ctx.precision, self._device(ctx))
-        families = [s.family for s in specs]
-        if self.ranker is not None:
-            order = self.ranker.order(families, task.features.vector())
-        else:
-            order = fixed_order(families)
-        rank = {family: i for i, family in enumerate(order)}
-        return sorted(specs, key=lambda s: rank[s.family])
+        if self.families is not None:
+            specs = [s for s in specs if s.family in self.families]
+        if self.ranker is None:
+            rank = {family: float(i) for i, family in enumerate(fixed_order(s.family for s in specs))}
+            return sorted(specs, key=lambda s: rank[s.family])
+        vector = task.features.vector()
+        score = {
+            s.family: self.ranker.score(s.family, vector) - COST_PENALTY.get(s.family, 0.0) for s in specs
+        }
+        order = fixed_order(score)
+        return sorted(specs, key=lambda s: (-score[s.family], order.index(s.family)))
 
     def plan(self, ctx: Context) -> str:
         task = self._analysis(ctx)

@@ -43,31 +43,7 @@ GPU_ONLY_CHEATS = {"side_stream"}
 NEVER_OK = {"constant_output": "matmul_small"}
 
 # Known gaps in the engine: these tests fail today (strict xfail flips to a failure once fixed).
-ENGINE_GAPS: dict[str, str] = {
-    "cache_after_warmup": (
-        "runner.run_eval times verifier.last's candidate instance (already called twice) many more "
-        "times and never checks its output again: an instance that is honest for its first calls and "
-        "then replays its last output passes verification and is timed doing nothing; the >10x strict "
-        "recheck builds fresh instances, so it passes too. Fix: after timing, call the timed instance "
-        "once more on new values written into the same input tensors and compare with the reference"
-    ),
-    "timing_aware": (
-        "Timer.time discards what the timed calls return, so a candidate that is honest under "
-        "verification and recognises the timer from its call stack (traceback.extract_stack: not in the "
-        "static scan's list) returns stale outputs while timed and is evaluated ok. Fix: keep the output "
-        "of the last timed call (Timer.time returning it, or the runner wrapping cand_fn) and compare it "
-        "with the reference's output on the same inputs after timing; add traceback/inspect.currentframe "
-        "to the static introspection list"
-    ),
-    "patched_compare": (
-        "verify.compare and verify._rel_err look up torch.allclose and torch.linalg.vector_norm at call "
-        "time, in the process where candidate code ran, and no guard watches them: a wrong candidate that "
-        "replaces both at import is evaluated ok. Fix: bind the checker's torch functions at import of "
-        "verify.py (as timing.py does for its clocks), and snapshot the identities of the public "
-        "callables of torch, torch.Tensor, torch.linalg and torch.nn.functional in a guard (like "
-        "TimerGuard) so any replacement is rejected"
-    ),
-}
+ENGINE_GAPS: dict[str, str] = {}
 
 
 def _batch(task_name: str, names: list[str], fixture_task, fixture_source, options: EvalOptions) -> dict:

@@ -158,14 +158,6 @@ def test_no_false_positive_on_honest_snippets(snippet: str) -> None:
     assert static_cheats(MODULE + snippet, FIXTURE_TASK_SOURCE, "fp32") == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "static_checks._precision_tokens matches the substring 'tf32' inside 'allow_tf32', so code that "
-        "switches TF32 *off* (tl.dot(..., allow_tf32=False), which _tf32_dots accepts as strict fp32, or "
-        "torch.backends.cuda.matmul.allow_tf32 = False) is rejected as precision lowered"
-    ),
-)
 @pytest.mark.parametrize(
     "snippet",
     [
@@ -194,28 +186,12 @@ def test_precision_tokens_follow_the_class(snippet: str, precision: str, flagged
     assert bool(reasons) == flagged, reasons
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "static_checks._precision_tokens matches tokens as substrings: 'float16' (an fp16 token) is "
-        "inside 'bfloat16', so under precision='bf16' every candidate that names torch.bfloat16 is "
-        "rejected as 'precision lowered below bf16: uses float16'"
-    ),
-)
 def test_bfloat16_is_allowed_under_bf16() -> None:
     assert (
         static_cheats(MODULE + "x = torch.ones(3, dtype=torch.bfloat16)\n", FIXTURE_TASK_SOURCE, "bf16") == []
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "static_checks._reference_model_use looks at Name and Attribute nodes only: "
-        "'from kforge_task import Model as M' names it in an import alias (the runtime "
-        "ReferenceGuard still catches the calls)"
-    ),
-)
 def test_importing_the_reference_model_is_caught() -> None:
     assert static_cheats(MODULE + "from kforge_task import Model as Ref\n", FIXTURE_TASK_SOURCE, "fp32")
 

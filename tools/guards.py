@@ -33,11 +33,30 @@ def _timer_table() -> dict[str, Any]:
     }
     for name in ("__init__", "__new__", "record", "elapsed_time", "synchronize", "query"):
         table[f"torch.cuda.Event.{name}"] = getattr(torch.cuda.Event, name)
+    # What the verifier compares outputs with.
+    for name in ("allclose", "equal", "isfinite", "isnan", "nan_to_num"):
+        table[f"torch.{name}"] = getattr(torch, name)
+    table["torch.linalg.vector_norm"] = torch.linalg.vector_norm
+    for name in (
+        "double",
+        "abs",
+        "max",
+        "sum",
+        "any",
+        "clone",
+        "copy_",
+        "nan_to_num",
+        "isnan",
+        "__sub__",
+        "__eq__",
+    ):
+        table[f"torch.Tensor.{name}"] = getattr(torch.Tensor, name)
     return table
 
 
 class TimerGuard:
-    """Detects patched timers, events and synchronisation functions."""
+    """Detects patched timers, events, synchronisation functions and the functions the
+    verifier compares outputs with."""
 
     def __init__(self) -> None:
         self._snapshot = _timer_table()
@@ -49,7 +68,9 @@ class TimerGuard:
     def violations(self) -> list[str]:
         now = _timer_table()
         changed = sorted(name for name, obj in self._snapshot.items() if now[name] is not obj)
-        return [f"patched timer or synchronisation: {', '.join(changed)}"] if changed else []
+        return (
+            [f"patched timer, synchronisation or checker function: {', '.join(changed)}"] if changed else []
+        )
 
 
 class PrecisionGuard:

@@ -87,11 +87,12 @@ class Result:
 
     @property
     def speedup_vs_eager(self) -> float | None:
-        return _ratio(self.eager_ms, self.candidate_ms)
+        """None unless the status is ok: a rejected candidate's timings are kept, never counted."""
+        return _ratio(self.eager_ms, self.candidate_ms) if self.status == Status.OK else None
 
     @property
     def speedup_vs_compile(self) -> float | None:
-        return _ratio(self.compile_ms, self.candidate_ms)
+        return _ratio(self.compile_ms, self.candidate_ms) if self.status == Status.OK else None
 
     @property
     def roofline_fraction(self) -> float | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import random
+import time
 import traceback
 import types
 from collections.abc import Callable, Iterator
@@ -75,12 +76,26 @@ class Job:
         self.device = torch.device("cuda", 0) if spec["device"] == "cuda" else torch.device("cpu")
         self.precision = get_precision(spec["precision"])
         self.log: list[str] = []
+        self.phases: dict[str, float] = {}
+        self.timed_output: Any = None
+        self.timed_inputs: Any = None
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Time a phase of the job; the times end up in the log (where evaluation time goes)."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.phases[name] = self.phases.get(name, 0.0) + time.perf_counter() - start
 
     def note(self, line: str) -> None:
         self.log.append(line)
         print(line, flush=True)
 
     def result(self, status: Status, **fields: Any) -> Result:
+        if self.phases:
+            self.note("phases: " + ", ".join(f"{k} {v:.1f} s" for k, v in self.phases.items()))
         return Result(
             status=status,
             precision=self.precision.name,
@@ -114,7 +129,8 @@ def run_eval(spec: dict[str, Any]) -> Result:
     candidate_path = Path(spec["candidate_path"])
     threads = ThreadGuard(str(candidate_path))
     try:
-        module = load_candidate(candidate_path)
+        with job.phase("import"):
+            module = load_candidate(candidate_path)
     except BuildError as err:
         return job.result(Status.COMPILE_ERROR, log=_short_trace(err))
     except Exception as err:
@@ -135,7 +151,8 @@ def run_eval(spec: dict[str, Any]) -> Result:
 
     verifier = Verifier(task, model_new, job.device, job.precision, threads, reference_guard)
     try:
-        verdict = verifier.run(spec["trials"], spec["seed"])
+        with job.phase("verify"):
+            verdict = verifier.run(spec["trials"], spec["seed"])
     except Exception as err:
         return job.result(Status.RUNTIME_ERROR, log=_short_trace(err))
     errors = dict(
@@ -154,20 +171,27 @@ def run_eval(spec: dict[str, Any]) -> Result:
     trial = verifier.last
     timer = Timer(job.device, spec["timing_trials"])
     cand_fn = _no_grad(lambda: run_guarded(lambda: trial.candidate(*trial.inputs), threads, reference_guard))
+    switcher = InputSwitcher(trial.inputs, verifier.fresh_inputs())
     try:
-        timings = time_all(job, timer, trial.reference, trial.inputs, cand_fn, spec["compile_baseline"])
-        synced_ms = timer.device_synced_ms(cand_fn)
+        with job.phase("timing"):
+            timings = time_all(
+                job, timer, trial.reference, trial.inputs, cand_fn, spec["compile_baseline"], switcher
+            )
+            synced_ms = timer.device_synced_ms(cand_fn)
+            stale = verifier.recheck(job.timed_output, trial.reference, job.timed_inputs)
     except Exception as err:
         return job.result(Status.RUNTIME_ERROR, log="while timing:\n" + _short_trace(err), **errors)
     cand_timing = timings["candidate"]
     cheats = guard_violations()
+    if stale:
+        cheats.append(f"what was timed is not what was verified (stale or cached results): {stale}")
     if job.device.type == "cuda" and synced_ms > 1.5 * cand_timing.median_ms + 0.05:
         cheats.append(
             f"work the timer misses: {synced_ms:.3f} ms until the device is idle vs "
             f"{cand_timing.median_ms:.3f} ms on the caller's stream (side stream or thread)"
         )
     gpu = detect_gpu() if job.device.type == "cuda" else None
-    with torch.no_grad():
+    with torch.no_grad(), job.phase("roofline"):
         roof = roofline(trial.reference, trial.inputs, gpu, job.precision.name)
     result = job.result(
         Status.REJECTED if cheats else Status.OK,
@@ -195,6 +219,22 @@ def strict_recheck(job: Job, verifier: Verifier, result: Result, spec: dict[str,
         result.flags.append(f"speedup over {SUSPICIOUS_SPEEDUP:.0f}x: passed the strict recheck")
 
 
+class InputSwitcher:
+    """Alternates the values held by the input tensors between two sets, outside the timed
+    region: a candidate that returns stale results while it is timed gives a wrong output."""
+
+    def __init__(self, inputs: list[Any], alternate: list[Any]) -> None:
+        self.inputs = inputs
+        self.sets = [[x.detach().clone() if isinstance(x, torch.Tensor) else x for x in inputs], alternate]
+        self.turn = 0
+
+    def __call__(self) -> None:
+        self.turn ^= 1
+        for target, source in zip(self.inputs, self.sets[self.turn], strict=True):
+            if isinstance(target, torch.Tensor):
+                target.copy_(source)
+
+
 def time_all(
     job: Job,
     timer: Timer,
@@ -202,8 +242,10 @@ def time_all(
     inputs: list[Any],
     cand_fn: Callable[[], Any],
     compile_baseline: bool,
+    switcher: InputSwitcher | None = None,
 ) -> dict[str, Timing]:
-    """Candidate, eager and torch.compile timed in this worker, in a random order."""
+    """Candidate, eager and torch.compile timed in this worker, in a random order. The
+    candidate's last timed output is kept in ``job.timed_output``."""
     entries: dict[str, Callable[[], Any]] = {
         "candidate": cand_fn,
         "eager": _no_grad(lambda: reference(*inputs)),
@@ -211,14 +253,29 @@ def time_all(
     if compile_baseline:
         compiled = torch.compile(reference)
         try:
-            _no_grad(lambda: compiled(*inputs))()
+            with job.phase("torch.compile"):
+                _no_grad(lambda: compiled(*inputs))()
             entries["compile"] = _no_grad(lambda: compiled(*inputs))
         except Exception as err:  # the baseline failing is not the candidate's failure
             job.note(f"torch.compile baseline failed: {type(err).__name__}: {err}")
     order = list(entries)
     random.Random(job.spec["seed"]).shuffle(order)
     job.note(f"timing order: {', '.join(order)} ({timer.label})")
-    return {name: timer.time(entries[name]) for name in order}
+    timings = {}
+    for name in order:
+        timings[name] = timer.time(entries[name], before_each=switcher)
+        if name == "candidate":  # what it returned, and on which input values
+            job.timed_output = _clone_outputs(timer.last_output)
+            job.timed_inputs = _clone_outputs(inputs)
+    return timings
+
+
+def _clone_outputs(obj: Any) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().clone()
+    if isinstance(obj, list | tuple):
+        return type(obj)(_clone_outputs(x) for x in obj)
+    return obj
 
 
 def run_baseline(spec: dict[str, Any]) -> Result:

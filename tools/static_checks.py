@@ -6,11 +6,16 @@ import ast
 import copy
 import re
 
-# Tokens that lower precision, by the lowest precision class that allows them.
-LOWER_PRECISION_TOKENS: dict[str, tuple[str, ...]] = {
-    "tf32": ("allow_tf32", "set_float32_matmul_precision", "tf32"),
-    "bf16": ("bfloat16", "__nv_bfloat16", "autocast"),
-    "fp16": ("float16", "__half", "half2", ".half()", "autocast"),
+# Patterns that lower precision, by the precision class that allows them. Whole words only:
+# "bfloat16" is not a use of "float16", and switching TF32 *off* is not a use of TF32.
+LOWER_PRECISION_PATTERNS: dict[str, tuple[str, ...]] = {
+    "tf32": (
+        r"allow_tf32\s*=\s*True",
+        r"set_float32_matmul_precision\(\s*['\"](high|medium)",
+        r"\btf32\b",
+    ),
+    "bf16": (r"\bbfloat16\b", r"\b__nv_bfloat16\w*", r"\bautocast\b"),
+    "fp16": (r"\bfloat16\b", r"\b__half\w*", r"\bhalf2\b", r"\.half\(\)", r"\bautocast\b"),
 }
 ALLOWED_BY_CLASS = {
     "fp32": set(),
@@ -47,6 +52,8 @@ def _reference_model_use(tree: ast.AST) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id == "Model":
             return ["refers to the reference Model"]
+        if isinstance(node, ast.ImportFrom) and any(alias.name == "Model" for alias in node.names):
+            return [f"imports the reference Model (from {node.module})"]
         if isinstance(node, ast.Attribute) and node.attr == "Model":
             return ["refers to the reference Model"]
         if (
@@ -76,15 +83,18 @@ def _timer_patching(tree: ast.AST) -> list[str]:
     return []
 
 
-def _precision_tokens(candidate_source: str, task_source: str, precision: str) -> list[str]:
+def _precision_tokens(candidate_code: str, task_source: str, precision: str) -> list[str]:
     allowed = ALLOWED_BY_CLASS.get(precision, set())
-    found = []
-    for cls, tokens in LOWER_PRECISION_TOKENS.items():
+    found: set[str] = set()
+    for cls, patterns in LOWER_PRECISION_PATTERNS.items():
         if cls in allowed:
             continue
-        found += [t for t in tokens if t in candidate_source and t not in task_source]
+        for pattern in patterns:
+            match = re.search(pattern, candidate_code)
+            if match and not re.search(pattern, task_source):
+                found.add(match.group(0))
     if found:
-        return [f"precision lowered below {precision}: uses {', '.join(sorted(set(found)))}"]
+        return [f"precision lowered below {precision}: uses {', '.join(sorted(found))}"]
     return []
 
 

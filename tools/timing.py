@@ -36,6 +36,7 @@ class Timer:
         self.max_seconds = max_seconds
         self.warmup = warmup
         self._flush: torch.Tensor | None = None
+        self.last_output: Any = None
         if device.type == "cuda":
             l2 = torch.cuda.get_device_properties(device).L2_cache_size
             self._flush = torch.empty(max(2 * l2, 64 * 2**20), dtype=torch.int8, device=device)
@@ -44,25 +45,30 @@ class Timer:
     def label(self) -> str:
         return CUDA_LABEL if self.device.type == "cuda" else CPU_LABEL
 
-    def time(self, fn: Callable[[], Any]) -> Timing:
+    def time(self, fn: Callable[[], Any], before_each: Callable[[], None] | None = None) -> Timing:
+        """Median and spread of ``fn``'s time. ``before_each`` runs outside the timed region
+        before every run (the evaluator changes the input values there); the output of the
+        last run is kept in ``last_output``."""
         for _ in range(self.warmup):
             fn()
         self.sync()
         samples: list[float] = []
         budget_end = _perf_counter() + self.max_seconds
         while len(samples) < self.trials and (len(samples) < 10 or _perf_counter() < budget_end):
+            if before_each is not None:
+                before_each()
             samples.append(self._one(fn))
         return summarize(samples)
 
     def _one(self, fn: Callable[[], Any]) -> float:
         if self._flush is None:
             start = _perf_counter()
-            fn()
+            self.last_output = fn()
             return (_perf_counter() - start) * 1e3
         self._flush.zero_()  # evict the inputs from L2: every trial starts cold
         start_ev, end_ev = _Event(enable_timing=True), _Event(enable_timing=True)
         _record(start_ev)
-        fn()
+        self.last_output = fn()
         _record(end_ev)
         _synchronize()  # device-wide: all streams, not only the current one
         return float(_elapsed_time(start_ev, end_ev))

@@ -107,6 +107,18 @@ class Verifier:
         verdict.cheats = list(dict.fromkeys(verdict.cheats))
         return verdict
 
+    def fresh_inputs(self) -> list[Any]:
+        """A new set of input values, drawn like the trials' (for timing)."""
+        return self._inputs(_unpredictable_seed(), reuse=None)
+
+    def recheck(self, candidate_output: Any, reference: torch.nn.Module, inputs: list[Any]) -> str:
+        """Compare an output the candidate gave on ``inputs`` with the reference's: the empty
+        string when it matches, else what differs."""
+        with torch.no_grad():
+            expected = reference(*_clone(inputs))
+        ok, message, _, _ = compare(candidate_output, expected, self.precision)
+        return "" if ok else message
+
     def _check_call(
         self,
         reference: torch.nn.Module,

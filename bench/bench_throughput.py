@@ -42,14 +42,15 @@ def run_batch(pairs: list[tuple[Path, Path]], options: EvalOptions) -> tuple[flo
     print(f"  builds done after {time.monotonic() - start:.1f} s", flush=True)
     for task_file, cands in by_task.items():
         task = load_task(task_file)
-        for cand_file, result in zip(
-            cands, evaluate_many(task, [c.read_text() for c in cands], options), strict=True
-        ):
+        task_start = time.monotonic()
+        found = evaluate_many(task, [c.read_text() for c in cands], options)
+        for cand_file, result in zip(cands, found, strict=True):
             results[cand_file] = result
+            phases = next((line for line in result.log.splitlines() if line.startswith("phases:")), "")
             print(
-                f"  {cand_file.name:32s} {result.status.value:14s} {result.speedup_vs_eager or 0:6.2f}x",
-                flush=True,
+                f"  {cand_file.name:30s} {result.status.value:10s} {result.speedup_vs_eager or 0:6.2f}x  {phases}"
             )
+        print(f"  {task_file.name}: {time.monotonic() - task_start:.1f} s", flush=True)
     return time.monotonic() - start, results
 
 
@@ -60,6 +61,7 @@ def main() -> None:
     parser.add_argument("--write-measured", type=Path)
     parser.add_argument("--no-compile-baseline", action="store_true")
     parser.add_argument("--compile-workers", type=int, default=8)
+    parser.add_argument("--passes", default="cold,warm", help="cold, warm or both (the same cache folder)")
     args = parser.parse_args()
     pairs = example_candidates()[: args.limit]
     if args.device == "cpu":
@@ -73,7 +75,7 @@ def main() -> None:
     )
     rows = []
     first: dict[Path, Result] = {}
-    for label in ("cold", "warm"):
+    for label in args.passes.split(","):
         print(f"{label} compile cache:", flush=True)
         seconds, results = run_batch(pairs, options)
         first = first or results

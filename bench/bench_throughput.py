@@ -62,11 +62,12 @@ def main() -> None:
     parser.add_argument("--no-compile-baseline", action="store_true")
     parser.add_argument("--compile-workers", type=int, default=8)
     parser.add_argument("--passes", default="cold,warm", help="cold, warm or both (the same cache folder)")
+    parser.add_argument("--cache", type=Path, help="cache folder (default: a new, empty one)")
     args = parser.parse_args()
     pairs = example_candidates()[: args.limit]
     if args.device == "cpu":
         pairs = [p for p in pairs if not p[1].name.endswith("_cuda.py")]
-    cache = Path(tempfile.mkdtemp(prefix="kforge-bench-"))
+    cache = args.cache or Path(tempfile.mkdtemp(prefix="kforge-bench-"))
     options = EvalOptions(
         device=args.device,
         cache_dir=cache,

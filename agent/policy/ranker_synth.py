@@ -123,6 +123,7 @@ def _result(eager_ms: float, log2_speedup: float | None) -> Result:
 
 def write_store(db: Path, tasks: list[SynthTask]) -> None:
     """One run per task in one trajectories.db, as the embedded policy would record them."""
+    db.parent.mkdir(parents=True, exist_ok=True)
     store = Store(db)
     for task in tasks:
         run_id = f"{task.name}-synthetic"

@@ -1,5 +1,6 @@
 """Precision-lowering strategies, offered only when the user allows that precision class:
-TF32 tensor-core matmuls and convolutions (tf32), bf16 autocast (bf16). Never under fp32."""
+TF32 tensor-core matmuls and convolutions (tf32), bf16 weights and activations with outputs cast
+back (bf16). Never under fp32."""
 
 from __future__ import annotations
 
@@ -7,8 +8,15 @@ from ..features import TaskFeatures
 from .source import Spec
 
 PRELUDE = '''
+def _kforge_to_bf16(module):
+    """Parameters and buffers to bf16, once (after the weights are loaded)."""
+    if not module.__dict__.get("_kforge_bf16_done"):
+        module.to(torch.bfloat16)
+        module.__dict__["_kforge_bf16_done"] = True
+
+
 def _kforge_cast(out, dtype):
-    """Outputs back to the input dtype after autocast."""
+    """Floating tensors to ``dtype`` (inputs to bf16, outputs back to the input dtype)."""
     if isinstance(out, torch.Tensor):
         return out.to(dtype) if out.is_floating_point() else out
     if isinstance(out, (list, tuple)):
@@ -27,7 +35,7 @@ BF16 = Spec(
     family="bf16",
     runner="compile",
     flags=("bf16",),
-    note="bf16 autocast: tensor-core matmuls at half the bytes",
+    note="bf16 weights and activations: tensor-core matmuls at half the bytes",
 )
 
 

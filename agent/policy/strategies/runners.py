@@ -88,16 +88,14 @@ def forward_code(spec: Spec) -> str:
         post += ["out = _kforge_contiguous(out)"]
     if "tf32" in spec.flags:
         pre += ["torch.backends.cuda.matmul.allow_tf32 = True", "torch.backends.cudnn.allow_tf32 = True"]
-    lines = ["def forward(self, *args):", *("    " + p for p in pre)]
     if "bf16" in spec.flags:
-        lines += [
-            "    dtype = next((a.dtype for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()), torch.float32)",
-            "    with torch.autocast(device_type='cuda', dtype=torch.bfloat16):",
-            "        " + call,
-            "    out = _kforge_cast(out, dtype)",
+        pre += [
+            "dtype = next((a.dtype for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()), torch.float32)",
+            "_kforge_to_bf16(self)",
+            "args = tuple(_kforge_cast(a, torch.bfloat16) for a in args)",
         ]
-    else:
-        lines.append("    " + call)
+        post += ["out = _kforge_cast(out, dtype)"]
+    lines = ["def forward(self, *args):", *("    " + p for p in pre), "    " + call]
     lines += ["    " + p for p in post]
     lines.append("    return out")
     return "\n".join(lines) + "\n"

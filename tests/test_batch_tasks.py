@@ -1,0 +1,62 @@
+"""Which tasks a batch runs: KernelBench checkouts, folders, list files; --level, --tasks, --limit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from kforge.agent.batch_tasks import BatchInputError, parse_ints, select
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    for level, names in {1: ["1_A", "2_B", "10_C", "3_D"], 2: ["1_E", "2_F"], 3: ["7_G"]}.items():
+        folder = tmp_path / "KernelBench" / "KernelBench" / f"level{level}"
+        folder.mkdir(parents=True)
+        for name in names:
+            (folder / f"{name}.py").write_text("# task\n")
+    return tmp_path / "KernelBench"
+
+
+def test_checkout_levels_in_numeric_order(checkout):
+    entries = select([checkout], None, None, None)
+    assert [e.key for e in entries] == [
+        "level1/1_A", "level1/2_B", "level1/3_D", "level1/10_C", "level2/1_E", "level2/2_F", "level3/7_G",
+    ]  # fmt: skip
+    assert entries[3].problem_id == 10 and entries[3].folder_name == "level1__10_C"
+
+
+def test_level_task_ids_and_a_limit_per_level(checkout):
+    assert [e.key for e in select([checkout], [2], None, None)] == ["level2/1_E", "level2/2_F"]
+    assert [e.key for e in select([checkout], [1, 2], [1, 10], None)] == [
+        "level1/1_A",
+        "level1/10_C",
+        "level2/1_E",
+    ]
+    assert [e.key for e in select([checkout], None, None, 1)] == ["level1/1_A", "level2/1_E", "level3/7_G"]
+    level_dir = checkout / "KernelBench" / "level3"
+    assert [e.key for e in select([level_dir], None, None, None)] == ["level3/7_G"]
+
+
+def test_list_file_and_plain_folder(tmp_path, checkout):
+    listing = tmp_path / "tasks.txt"
+    listing.write_text(
+        "# chosen\nKernelBench/KernelBench/level2/2_F.py\n\n"
+        + str(checkout / "KernelBench/level1/1_A.py")
+        + "\n"
+    )
+    assert [e.key for e in select([listing], None, None, None)] == ["level2/2_F", "level1/1_A"]
+    plain = tmp_path / "mine"
+    plain.mkdir()
+    (plain / "b.py").write_text("")
+    (plain / "a.py").write_text("")
+    assert [e.key for e in select([plain], None, None, None)] == ["a", "b"]
+
+
+def test_bad_input_is_one_line(tmp_path, checkout):
+    with pytest.raises(BatchInputError, match="no such file"):
+        select([tmp_path / "missing"], None, None, None)
+    with pytest.raises(BatchInputError, match="no task files selected"):
+        select([checkout], [9], None, None)
+    with pytest.raises(BatchInputError, match="comma-separated integers"):
+        parse_ints("1,x", "--tasks")

@@ -1,0 +1,151 @@
+"""The embedded policy in the graph's roles: plan (features and ordered strategies), propose
+(never the same source twice, a safe candidate in round 1, tuned winners later) and analyse
+(the measured variants side by side); and a whole optimize run on the CPU with it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from kforge.agent.policy.base import AttemptView, Context
+from kforge.agent.policy.embedded import EmbeddedPolicy
+from kforge.agent.policy.ranker_data import parse_features
+from kforge.agent.run import optimize
+from kforge.agent.settings import RunSettings
+from kforge.agent.store import Store
+from kforge.tools.hardware import spec_for
+from kforge.tools.result import Result, Status, Timing
+from kforge.tools.task import load_task, source_hash
+
+FIXTURES = Path(__file__).parent / "fixtures" / "batch" / "tasks"
+H100 = spec_for("H100-SXM")
+
+
+def _timing(ms: float) -> Timing:
+    return Timing(ms, ms, ms, 0.0, 10)
+
+
+def _baseline(eager_ms: float, compile_ms: float) -> Result:
+    return Result(
+        status=Status.OK,
+        device="cuda",
+        candidate=_timing(eager_ms),
+        eager=_timing(eager_ms),
+        compiled=_timing(compile_ms),
+    )
+
+
+def _ctx(name: str, attempts=(), eager_ms=0.05, compile_ms=0.04, precision="fp32") -> Context:
+    task = load_task(FIXTURES / f"{name}.py")
+    return Context(
+        task=task,
+        hardware=H100,
+        precision=precision,
+        baseline=_baseline(eager_ms, compile_ms),
+        docs=[],
+        attempts=list(attempts),
+    )
+
+
+def _measured(proposal, index: int, ms: float | None, status=Status.OK) -> AttemptView:
+    result = Result(
+        status=status,
+        device="cuda",
+        candidate=_timing(ms) if ms else None,
+        eager=_timing(0.05) if ms else None,
+        log="Traceback\nRuntimeError: boom",
+    )
+    return AttemptView(f"r1-c{index}", 1, proposal.source, result, proposal.strategy)
+
+
+def test_plan_orders_strategies_and_records_the_features():
+    policy = EmbeddedPolicy()
+    plan = policy.plan(_ctx("linear_sum"))
+    assert "launch-bound" in plan and "fx-rewrite[sum-of-linear]" in plan
+    features = parse_features(plan)
+    assert features is not None and features.launches == 4 and features.eager_ms == 0.05
+
+
+def test_round_one_has_a_safe_candidate_and_no_repeats():
+    policy = EmbeddedPolicy(
+        families=(
+            "compile-max-autotune",
+            "compile-max-autotune-no-cudagraphs",
+            "cuda-graph",
+            "compile-default",
+        )
+    )
+    ctx = _ctx("scale_tanh", eager_ms=5.0, compile_ms=4.0)
+    first = policy.propose(ctx, 2)
+    assert any(p.strategy in ("compile-default", "cuda-graph") for p in first)
+    seen = {source_hash(p.source) for p in first}
+    attempts = [_measured(p, i, 0.04 - 0.01 * i) for i, p in enumerate(first)]
+    for _ in range(4):
+        more = policy.propose(_ctx("scale_tanh", attempts, eager_ms=5.0, compile_ms=4.0), 2)
+        hashes = {source_hash(p.source) for p in more}
+        assert not hashes & seen
+        seen |= hashes
+        attempts += [_measured(p, len(attempts) + i, 0.03) for i, p in enumerate(more)]
+
+
+def test_later_rounds_tune_the_winner():
+    policy = EmbeddedPolicy(families=("compile-default", "cuda-graph"))
+    ctx = _ctx("scale_tanh")
+    first = policy.propose(ctx, 2)
+    winner = next(p for p in first if p.strategy == "compile-default")
+    attempts = [_measured(p, i, 0.01 if p is winner else 0.05) for i, p in enumerate(first)]
+    second = policy.propose(_ctx("scale_tanh", attempts), 2)
+    assert second and second[0].strategy in (
+        "compile-default+cuda-graph",
+        "compile-max-autotune-no-cudagraphs",
+    )
+
+
+def test_random_tasks_get_no_candidates():
+    policy = EmbeddedPolicy()
+    ctx = _ctx("dropout_linear")
+    assert "random" in policy.plan(ctx)
+    assert policy.propose(ctx, 3) == []
+
+
+def test_analysis_names_the_winner_the_margin_and_the_failures():
+    policy = EmbeddedPolicy(families=("compile-default", "cuda-graph", "compile-reduce-overhead"))
+    proposals = policy.propose(_ctx("scale_tanh"), 3)
+    new = [
+        _measured(proposals[0], 0, 0.01),
+        _measured(proposals[1], 1, 0.02),
+        _measured(proposals[2], 2, None, Status.RUNTIME_ERROR),
+    ]
+    text = policy.analyse(_ctx("scale_tanh", new), new)
+    assert f"Winner: {proposals[0].strategy}" in text and "2.00x faster than the runner-up" in text
+    assert "runtime_error: RuntimeError: boom" in text
+
+
+@pytest.fixture
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("KFORGE_CACHE", str(tmp_path / "cache"))
+    for var in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "KFORGE_MODEL"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def test_optimize_without_an_endpoint_uses_the_embedded_policy(tmp_path, _cache, monkeypatch):
+    # The CPU offers compile-default besides the rewrite; keep the run fast without it.
+    import kforge.agent.policy.embedded as embedded
+
+    monkeypatch.setattr(embedded.EmbeddedPolicy, "__init__", _only_rewrites)
+    settings = RunSettings(
+        rounds=2, candidates=3, device="cpu", timing_trials=3, retrieval=False, out=tmp_path
+    )
+    summary = optimize(FIXTURES / "linear_sum.py", settings)
+    assert summary.status == "finished"
+    store = Store(summary.run_dir / "trajectories.db")
+    assert store.run_info(summary.run_id)["policy"] == "embedded"
+    (trajectory,) = store.trajectories(summary.run_id)
+    assert trajectory.steps[0].attempt.strategy == "fx-rewrite[sum-of-linear]"
+    assert trajectory.steps[0].result.status is Status.OK
+    assert summary.best_path is not None and "ModelNew(_KforgeReference)" in summary.best_path.read_text()
+    assert "Winner: fx-rewrite[sum-of-linear]" in trajectory.analyses[1]["critic"]
+
+
+def _only_rewrites(self, ranker=None, *, use_ranker=True, families=None):
+    self.ranker, self.families, self._analyses = None, ("fx-rewrite",), {}

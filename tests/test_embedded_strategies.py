@@ -1,0 +1,140 @@
+"""Candidates the embedded strategies generate: the task's own module with Model renamed,
+static checks passed on real KernelBench tasks (zero false rejections), and the generated
+forward computing what the reference computes (run in-process on the CPU)."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from kforge.agent.policy.features import task_features
+from kforge.agent.policy.strategies import registry
+from kforge.agent.policy.strategies.source import REFERENCE, Spec, reference_module
+from kforge.tools.static_checks import static_cheats
+from kforge.tools.task import load_task
+
+FIXTURES = Path(__file__).parent / "fixtures" / "batch" / "tasks"
+KB = Path(__file__).resolve().parents[1] / ".kb" / "KernelBench"
+
+
+def _analysis(path: Path, precision: str = "fp32", device: str = "cuda"):
+    task = load_task(path, check_import=False)
+    analysis = registry.analyse_task(task, task_features(task, None, precision, None))
+    specs = registry.base_specs(analysis, precision, device)
+    return task, analysis, specs
+
+
+def _all_specs(analysis, specs, device="cuda") -> list[Spec]:
+    out = list(specs)
+    for spec in specs:
+        out += registry.variants(spec, analysis, device)
+    return list({s.name: s for s in out}.values())
+
+
+def test_reference_module_renames_model_everywhere_and_drops_inputs():
+    source = (FIXTURES / "linear_sum.py").read_text()
+    module = reference_module(source)
+    tree = ast.parse(module)
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    assert "Model" not in names and REFERENCE in names  # super(Model, self) rewritten too
+    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+    assert defined == {REFERENCE}
+    assert "batch_size = 16" in module  # size constants stay
+
+
+def _sample(level: int, step: int) -> list[Path]:
+    return sorted((KB / f"level{level}").glob("*.py"))[::step]
+
+
+@pytest.mark.skipif(not KB.is_dir(), reason="no KernelBench copy in .kb/")
+@pytest.mark.parametrize("level,step", [(1, 7), (2, 7), (3, 5)])
+def test_kernelbench_candidates_pass_the_static_checks(level, step):
+    checked = 0
+    for path in _sample(level, step):
+        task, analysis, specs = _analysis(path)
+        for spec in _all_specs(analysis, specs):
+            source = registry.build(task, spec, analysis)
+            assert static_cheats(source, task.source, "fp32") == [], (path.name, spec.name)
+            assert "ModelNew" in source and "get_inputs" not in source
+            checked += 1
+        assert not any(s.family in ("tf32", "bf16") for s in specs)  # never under strict fp32
+    assert checked > 20
+
+
+def test_precision_strategies_only_when_allowed():
+    path = FIXTURES / "linear_sum.py"
+    for precision, family in (("tf32", "tf32"), ("bf16", "bf16")):
+        task, analysis, specs = _analysis(path, precision)
+        chosen = [s for s in specs if s.family == family]
+        assert chosen, precision
+        source = registry.build(task, chosen[0], analysis)
+        assert static_cheats(source, task.source, precision) == []
+        assert static_cheats(source, task.source, "fp32") != []  # the same file is a cheat under fp32
+
+
+def _load(source: str, tmp_path: Path, name: str):
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("task_name", ["linear_sum", "scale_tanh"])
+def test_eager_and_graph_runners_compute_the_reference_on_cpu(task_name, tmp_path):
+    path = FIXTURES / f"{task_name}.py"
+    task, analysis, _ = _analysis(path)
+    reference = _load(path.read_text(), tmp_path, f"ref_{task_name}")
+    specs = [
+        s
+        for s in _all_specs(analysis, registry.base_specs(analysis, "fp32", "cuda"))
+        if s.runner in ("eager", "cuda-graph") and "channels-last" not in s.flags
+    ]
+    assert specs
+    for i, spec in enumerate(specs):
+        module = _load(registry.build(task, spec, analysis), tmp_path, f"cand_{task_name}_{i}")
+        torch.manual_seed(0)
+        ref = reference.Model(*reference.get_init_inputs())
+        torch.manual_seed(0)
+        new = module.ModelNew(*reference.get_init_inputs())
+        new.load_state_dict(ref.state_dict())
+        x = reference.get_inputs()
+        with torch.no_grad():
+            torch.testing.assert_close(new(*x), ref(*x), rtol=1e-4, atol=1e-4, msg=spec.name)
+
+
+def test_fx_rewrite_turns_the_sum_of_a_gemm_into_a_gemv():
+    task, analysis, specs = _analysis(FIXTURES / "linear_sum.py")
+    assert analysis.fx is not None and analysis.fx[1] == ["sum-of-linear"]
+    assert "torch.sum(linear_weight, dim = 0, keepdim = True)" in analysis.fx[0].method
+    assert specs[0].family == "fx-rewrite"
+
+
+def test_corpus_kernel_matches_a_row_softmax_with_tile_variants():
+    task, analysis, specs = _analysis(FIXTURES / "softmax_rows.py")
+    assert analysis.corpus is not None and analysis.corpus[0] == "softmax"
+    corpus = [s for s in specs if s.family == "corpus-triton"]
+    tuned = registry.variants(corpus[0], analysis, "cuda")
+    sources = {registry.build(task, s, analysis) for s in [*corpus, *tuned]}
+    assert len(sources) == len(corpus) + len(tuned)  # each variant is a different file
+    assert any("1024)" in s for s in sources) and any("4096)" in s for s in sources)
+
+
+def test_conv_strategies_only_for_convolutions():
+    _, analysis, specs = _analysis(FIXTURES / "scale_tanh.py")
+    assert not any("cudnn-benchmark" in s.flags for s in specs)
+    assert {s.family for s in registry.base_specs(analysis, "fp32", "cpu")} == {"compile-default"}
+
+
+def test_family_of_inverts_the_names():
+    assert registry.family_of("compile-default") == "compile-default"
+    assert registry.family_of("cudnn-benchmark+compile-default") == "cudnn-compile"
+    assert registry.family_of("fx-rewrite[diag-matmul]+compile-default") == "fx-rewrite-compile"
+    assert registry.family_of("corpus:softmax_triton:bs1024") == "corpus-triton"
+    assert registry.family_of("cuda-graph+cudnn-benchmark") == "combo"

@@ -45,12 +45,8 @@ GPU_CHEATS: dict[str, tuple[str, tuple[str, ...]]] = {
     "ignores_inputs": ("matmul_small", ("inputs",)),
     "precision_bf16": ("softmax_wide", ("precision lowered",)),
 }
-# Known engine gaps (strict xfail, flips to a failure once fixed); see tests/test_cheats.py.
-ENGINE_GAPS: dict[str, str] = {
-    "cache_after_warmup": "the timed instance is never checked again after its first two calls",
-    "timing_aware": "what the timed calls return is never checked",
-    "patched_compare": "torch.allclose / torch.linalg.vector_norm replaced by the candidate: no guard",
-}
+# Known engine gaps (strict xfail, flips to a failure once fixed); none today.
+ENGINE_GAPS: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module")

@@ -86,16 +86,20 @@ def _load(source: str, tmp_path: Path, name: str):
     return module
 
 
-@pytest.mark.parametrize("task_name", ["linear_sum", "scale_tanh"])
+@pytest.mark.parametrize("task_name", ["linear_sum", "scale_tanh", "conv_relu"])
 def test_eager_and_graph_runners_compute_the_reference_on_cpu(task_name, tmp_path):
     path = FIXTURES / f"{task_name}.py"
     task, analysis, _ = _analysis(path)
     reference = _load(path.read_text(), tmp_path, f"ref_{task_name}")
-    specs = [
-        s
-        for s in _all_specs(analysis, registry.base_specs(analysis, "fp32", "cuda"))
-        if s.runner in ("eager", "cuda-graph") and "channels-last" not in s.flags
-    ]
+    runnable = (
+        ("eager", "cuda-graph", "compile-graph")
+        if task_name != "conv_relu"
+        else ("eager", "cuda-graph", "compile")
+    )
+    every = _all_specs(analysis, registry.base_specs(analysis, "fp32", "cuda"))
+    specs = [s for s in every if s.runner in runnable and s.mode == "default"]
+    if task_name == "conv_relu":  # flattens with .view(): no channels-last for it
+        assert not any("channels-last" in s.flags for s in every)
     assert specs
     for i, spec in enumerate(specs):
         module = _load(registry.build(task, spec, analysis), tmp_path, f"cand_{task_name}_{i}")
@@ -138,3 +142,21 @@ def test_family_of_inverts_the_names():
     assert registry.family_of("fx-rewrite[diag-matmul]+compile-default") == "fx-rewrite-compile"
     assert registry.family_of("corpus:softmax_triton:bs1024") == "corpus-triton"
     assert registry.family_of("cuda-graph+cudnn-benchmark") == "combo"
+
+
+def test_channels_last_variant_keeps_values_and_returns_contiguous(tmp_path):
+    path = FIXTURES / "conv_tanh.py"
+    task, analysis, specs = _analysis(path)
+    spec = next(s for s in specs if "channels-last" in s.flags)
+    reference = _load(path.read_text(), tmp_path, "ref_conv_tanh")
+    module = _load(registry.build(task, spec, analysis), tmp_path, "cand_conv_tanh")
+    torch.manual_seed(0)
+    ref = reference.Model()
+    new = module.ModelNew()
+    new.load_state_dict(ref.state_dict())
+    x = reference.get_inputs()
+    with torch.no_grad():
+        out = new(*x)
+        torch.testing.assert_close(out, ref(*x), rtol=1e-4, atol=1e-4)
+    assert out.is_contiguous() and new.conv.weight.is_contiguous(memory_format=torch.channels_last)
+    assert x[0].is_contiguous()  # the caller's input is left as it was

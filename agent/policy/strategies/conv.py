@@ -45,10 +45,12 @@ CHANNELS_LAST = Spec(
 )
 
 
-def specs(features: TaskFeatures, device: str) -> list[Spec]:
+def specs(features: TaskFeatures, device: str, channels_last: bool = True) -> list[Spec]:
+    """``channels_last`` False for a forward that flattens with .view() (a channels-last
+    activation is not viewable that way)."""
     if device != "cuda" or not features.has_conv:
         return []
     out = [CUDNN, CUDNN_COMPILE]
-    if features.conv_dims in (2, 3):
+    if channels_last and features.conv_dims in (2, 3):
         out.append(CHANNELS_LAST)
     return out

@@ -40,10 +40,11 @@ class TaskAnalysis:
     corpus: tuple[str, dict[str, Any]] | None = None
     params: list[str] = dataclasses.field(default_factory=list)  # forward's argument names
     notes: list[str] = dataclasses.field(default_factory=list)  # why a family does not apply
+    views: bool = False  # the forward reshapes with .view(), which channels-last layouts break
 
 
 def analyse_task(task: Task, features: TaskFeatures) -> TaskAnalysis:
-    analysis = TaskAnalysis(features=features)
+    analysis = TaskAnalysis(features=features, views=".view(" in task.source)
     if features.error:
         analysis.notes.append(f"no FX analysis: {features.error}")
         return analysis
@@ -70,7 +71,7 @@ def base_specs(analysis: TaskAnalysis, precision_class: str, device: str) -> lis
         specs.append(corpus_kernels.spec(analysis.corpus[0], 0))
     specs += compile_modes.specs(features, device)
     specs += cuda_graph.specs(features, device)
-    specs += conv.specs(features, device)
+    specs += conv.specs(features, device, channels_last=not analysis.views)
     specs += precision.specs(features, precision_class, device)
     return specs
 
@@ -95,7 +96,12 @@ def variants(spec: Spec, analysis: TaskAnalysis, device: str) -> list[Spec]:
         out.append(dataclasses.replace(combo, mode="max-autotune-no-cudagraphs"))
     elif spec.runner == "cuda-graph":
         out.append(dataclasses.replace(combo, runner="compile-graph", mode="default"))
-    if on_gpu and analysis.features.conv_dims in (2, 3) and "cudnn-benchmark" in spec.flags:
+    if (
+        on_gpu
+        and analysis.features.conv_dims in (2, 3)
+        and "cudnn-benchmark" in spec.flags
+        and not analysis.views
+    ):
         if "channels-last" not in spec.flags:
             out.append(dataclasses.replace(combo, flags=(*spec.flags, "channels-last")))
     return out

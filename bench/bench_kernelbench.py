@@ -1,0 +1,105 @@
+"""KernelBench with the embedded policy: the summary tables of one or two batch folders
+(strict fp32, and optionally tf32-allowed) beside torch.compile (default) and eager measured
+in the same runs, and the issue's bar checked. Writes the markdown for docs/benchmarks.md.
+
+    kforge batch KB --level 1,2,3 --limit 30 --device cuda --out runs/kb-fp32
+    python bench/bench_kernelbench.py runs/kb-fp32 [--tf32 runs/kb-tf32] [--md kernelbench.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from common import print_table
+from kforge.agent.batch_summary import P_VALUES, read_lines, summary
+
+BAR = {"geomean_vs_eager": 1.35, "geomean_vs_compile": 1.15, "fast_vs_eager@1.0": 0.85}
+
+
+def _x(v: float | None) -> str:
+    return f"{v:.3f}x" if v is not None else "-"
+
+
+def _f(v: float | None) -> str:
+    return f"{v:.2f}" if v is not None else "-"
+
+
+def rows(groups: dict[str, dict[str, Any]]) -> list[list[str]]:
+    out = []
+    for name, s in groups.items():
+        out.append(
+            [
+                name,
+                f"{s['correct']}/{s['valid_tasks']}",
+                "1.000x",
+                _x(s["compile_geomean_vs_eager"]),
+                _x(s["best_of_eager_compile_geomean"]),
+                _x(s["geomean_vs_eager"]),
+                _x(s["geomean_vs_compile"]),
+                " / ".join(_f(s["fast_vs_eager"][str(p)]) for p in P_VALUES),
+                " / ".join(_f(s["fast_vs_compile"][str(p)]) for p in P_VALUES),
+                str(s["rejected_attempts"]),
+                str(s["reported_cheats"]),
+                f"{s['time_s'] / 60:.1f}",
+            ]
+        )
+    return out
+
+
+COLUMNS = [
+    "tasks", "correct", "eager", "torch.compile", "best of eager/compile", "kforge vs eager",
+    "kforge vs compile", "fast_1/1.5/2 vs eager", "fast_1/1.5/2 vs compile", "rejected", "cheats reported", "min",
+]  # fmt: skip
+
+
+def markdown(title: str, groups: dict[str, dict[str, Any]]) -> list[str]:
+    lines = [f"### {title}", "", "| " + " | ".join(COLUMNS) + " |", "|" + " --- |" * len(COLUMNS)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows(groups)]
+    return [*lines, ""]
+
+
+def bar_check(overall: dict[str, Any]) -> list[str]:
+    got = {
+        "geomean_vs_eager": overall["geomean_vs_eager"],
+        "geomean_vs_compile": overall["geomean_vs_compile"],
+        "fast_vs_eager@1.0": overall["fast_vs_eager"]["1.0"],
+    }
+    out = []
+    for name, need in BAR.items():
+        value = got[name]
+        ok = value is not None and value >= need
+        out.append(f"- {name}: {_f(value)} (bar {need}) {'met' if ok else 'NOT met'}")
+    out.append(f"- cheats among reported results: {overall['reported_cheats']} (bar 0)")
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("fp32", type=Path, help="batch folder run under strict fp32")
+    parser.add_argument("--tf32", type=Path, help="batch folder run with --precision tf32")
+    parser.add_argument("--md", type=Path, default=Path("kernelbench_tables.md"))
+    args = parser.parse_args()
+    md = ["## KernelBench, embedded policy", ""]
+    for title, folder in (("strict fp32", args.fp32), ("tf32 allowed", args.tf32)):
+        if folder is None:
+            continue
+        groups = summary(read_lines(folder))
+        meta = json.loads((folder / "batch.json").read_text()) if (folder / "batch.json").is_file() else {}
+        print_table(f"KernelBench, embedded policy, {title} ({folder})", COLUMNS, rows(groups))
+        md += markdown(
+            f"{title} ({len(meta.get('tasks', []))} tasks; selection {meta.get('selection')})", groups
+        )
+        md += ["Bar (strict fp32 only):" if title == "strict fp32" else "", *bar_check(groups["overall"]), ""]
+    md += [
+        "Speedups are geometric means over correct tasks (real speedups, below 1x counted as such); eager and",
+        "torch.compile (default mode) are each task's baseline, measured once per task in the same run.",
+    ]
+    args.md.write_text("\n".join(md) + "\n")
+    print("\n".join(md))
+
+
+if __name__ == "__main__":
+    main()

@@ -41,6 +41,7 @@ class BatchOptions:
     selection: dict[str, Any] = dataclasses.field(default_factory=dict)  # paths, level, tasks, limit
     families: tuple[str, ...] | None = None  # restrict the embedded policy to these strategy families
     trials: int = 5  # correctness trials per candidate
+    max_time_s: float | None = None  # start no new task after this long (the rest waits for a resume)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -174,10 +175,10 @@ def _confirm(task: Task, source: str, settings: RunSettings, trials: int) -> Res
     return BatchEvaluator(trials).evaluate_many(task, [source], options)[0]
 
 
-def _worker(gpu: int | None, options: BatchOptions, tasks: Any, results: Any) -> None:
+def _worker(gpu: int | None, options: BatchOptions, tasks: Any, results: Any, deadline: float | None) -> None:
     if gpu is not None:  # this process only ever sees its own GPU
         os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
-    while True:
+    while deadline is None or time.time() < deadline:
         entry = tasks.get()
         if entry is None:
             return
@@ -222,7 +223,11 @@ def run_batch(
         tasks.put(entry)
     for _ in gpus:
         tasks.put(None)
-    workers = [ctx.Process(target=_worker, args=(gpu, options, tasks, results), daemon=True) for gpu in gpus]
+    deadline = time.time() + options.max_time_s if options.max_time_s is not None else None
+    workers = [
+        ctx.Process(target=_worker, args=(gpu, options, tasks, results, deadline), daemon=True)
+        for gpu in gpus
+    ]
     for w in workers:
         w.start()
     written: list[dict[str, Any]] = []
@@ -230,9 +235,12 @@ def run_batch(
         try:
             line = results.get(timeout=2.0)
         except queue.Empty:
-            if not any(w.is_alive() for w in workers):
-                break  # every worker died: what is missing stays pending for a resume
-            continue
+            if any(w.is_alive() for w in workers):
+                continue
+            try:  # every worker has ended: take what the last one sent before it went
+                line = results.get(timeout=2.0)
+            except queue.Empty:
+                break  # what is missing stays pending for a resume
         append_line(options.out, line)
         written.append(line)
         if on_line is not None:

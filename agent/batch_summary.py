@@ -135,7 +135,10 @@ def plot(lines: list[dict[str, Any]], path: Path) -> bool:
     ]
     if not vs_eager:
         return False
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:  # optional here: a bare GPU box may lack it; the tables do not need it
+        return False
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

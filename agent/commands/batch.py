@@ -44,6 +44,9 @@ def batch_command(
     confirm: Annotated[
         bool, typer.Option(help="re-measure each task's best once more (reported figure)")
     ] = True,
+    max_time: Annotated[
+        float | None, typer.Option(help="start no new task after this many seconds (resume for the rest)")
+    ] = None,
     eval_timeout: Annotated[float, typer.Option(help="seconds per evaluation worker")] = 300.0,
     out: Annotated[Path | None, typer.Option(help="batch folder (default kforge-batch)")] = None,
     resume: Annotated[Path | None, typer.Option(help="continue the batch in this folder")] = None,
@@ -92,6 +95,7 @@ def batch_command(
     options = BatchOptions(
         out=folder, settings=settings, policy=policy, gpus=gpu_list, confirm=confirm, selection=selection,
         families=tuple(f.strip() for f in strategies.split(",") if f.strip()) if strategies else None, trials=trials,
+        max_time_s=max_time,
     )  # fmt: skip
     console.print(f"{len(entries)} tasks, {len(gpu_list) if device == 'cuda' else 1} worker(s) -> {folder}")
     _run(entries, options, console, quiet)

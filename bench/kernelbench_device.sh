@@ -1,0 +1,44 @@
+#!/bin/bash
+# One device call of the KernelBench measurement with the embedded policy. Run it again (with
+# the returned folder carried back in) until it prints "batch complete".
+#
+#   carry: [".kb", ".whl/agent", ".carry/kb"]     (.carry/kb holds the batch folders between calls)
+#   command: bash bench/kernelbench_device.sh kb-fp32 fp32 420
+#   then here: mkdir -p .carry/kb && tar xzf <files_at>/kb-fp32.tgz -C .carry/kb
+#
+# Arguments: batch name, precision class (fp32 or tf32), seconds after which no new task starts.
+# The selection (fixed when the batch is created): levels 1-3, the first 30 tasks of each level
+# by problem number (--limit 30 per level), whatever their results.
+set -u
+cd "$(dirname "$0")/.."
+NAME=${1:-kb-fp32}
+PRECISION=${2:-fp32}
+BUDGET=${3:-420}
+EXTRA=${KB_EXTRA:-}   # e.g. KB_EXTRA="--rounds 1 --no-confirm" to spend less device time per task
+pip install -q --no-index --find-links .whl/agent langgraph langgraph-checkpoint-sqlite langchain-core 2>&1 | tail -2
+mkdir -p /tmp/kfpath && ln -sfn "$PWD" /tmp/kfpath/kforge
+export PYTHONPATH=/tmp/kfpath PYTHONUNBUFFERED=1 KFORGE_CACHE=/tmp/kforge-cache
+KFORGE="python3 -c 'from kforge.agent.cli import main; main()'"
+DIR=.carry/kb/$NAME
+mkdir -p .carry/kb
+if [ -f "$DIR/batch.json" ]; then
+  ARGS="--resume $DIR"
+else
+  ARGS=".kb --level 1,2,3 --limit 30 --precision $PRECISION --out $DIR $EXTRA"
+fi
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+t0=$(date +%s)
+eval timeout --kill-after=30 $((BUDGET + 150)) $KFORGE batch $ARGS --max-time "$BUDGET" --quiet
+echo "batch call rc=$? after $(( $(date +%s) - t0 )) s"
+python3 - "$DIR" <<'PY'
+import json, sys
+from pathlib import Path
+d = Path(sys.argv[1])
+meta = json.loads((d / "batch.json").read_text())
+done = [json.loads(t)["task"] for t in (d / "results.jsonl").read_text().splitlines() if t.strip()]
+left = len(meta["tasks"]) - len(set(done))
+print(f"{len(set(done))} of {len(meta['tasks'])} tasks done" + ("; batch complete" if left == 0 else f"; {left} left"))
+PY
+(cd bench && python3 bench_kernelbench.py "../$DIR" --md "$OUT/$NAME.md" > /dev/null)
+tar czf "$OUT/$NAME.tgz" -C .carry/kb --exclude='*/checkpoint.db-wal' "$NAME"
+ls -la "$OUT"

@@ -40,5 +40,5 @@ left = len(meta["tasks"]) - len(set(done))
 print(f"{len(set(done))} of {len(meta['tasks'])} tasks done" + ("; batch complete" if left == 0 else f"; {left} left"))
 PY
 (cd bench && python3 bench_kernelbench.py "../$DIR" --md "$OUT/$NAME.md" > /dev/null)
-tar czf "$OUT/$NAME.tgz" -C .carry/kb --exclude='*/checkpoint.db-wal' "$NAME"
+tar czf "$OUT/$NAME.tgz" -C .carry/kb "$NAME"
 ls -la "$OUT"

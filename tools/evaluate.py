@@ -6,6 +6,7 @@ one in its own sandboxed worker process. The public entry points are :func:`eval
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import shutil
 import subprocess
@@ -246,6 +247,7 @@ def _env(options: EvalOptions, candidate: Candidate | None) -> dict[str, str]:
     return clean_env(extra)
 
 
+@functools.cache
 def _cuda_arch() -> str | None:
     """Compute capability for extension builds, without creating a CUDA context here."""
     if os.environ.get("TORCH_CUDA_ARCH_LIST"):

@@ -63,8 +63,11 @@ def main() -> None:
     parser.add_argument("--compile-workers", type=int, default=8)
     parser.add_argument("--passes", default="cold,warm", help="cold, warm or both (the same cache folder)")
     parser.add_argument("--cache", type=Path, help="cache folder (default: a new, empty one)")
+    parser.add_argument("--only", help="comma-separated candidate file names to evaluate")
     args = parser.parse_args()
     pairs = example_candidates()[: args.limit]
+    if args.only:
+        pairs = [p for p in pairs if p[1].name in args.only.split(",")]
     if args.device == "cpu":
         pairs = [p for p in pairs if not p[1].name.endswith("_cuda.py")]
     cache = args.cache or Path(tempfile.mkdtemp(prefix="kforge-bench-"))
@@ -106,7 +109,7 @@ def main() -> None:
     )
     for c, r in first.items():
         if r.status.value != "ok":
-            print(f"--- {c.name}: {r.status.value} {r.cheats}\n{r.log[-1500:]}")
+            print(f"--- {c.name}: {r.status.value} {r.cheats}\n{r.log[-1500:]}", flush=True)
     if args.write_measured:
         gpu = detect_gpu()
         measured = {

@@ -12,6 +12,7 @@ import importlib
 from typing import Any
 
 from ..tools.hardware import GpuSpec
+from ..tools.result import Result
 from ..tools.task import Task
 from .policy.base import Doc
 
@@ -56,3 +57,22 @@ def retrieve_docs(task: Task, gpu: GpuSpec | None, budget_chars: int) -> list[Do
         Doc(id=hit.id, kind=hit.kind, text=hit.text, metadata={"score": hit.score, **hit.metadata})
         for hit in hits
     ]
+
+
+def remember_winner(task: Task, source: str, result: Result, gpu: GpuSpec | None) -> str:
+    """Add a verified, faster-than-eager kernel to the store so later runs can retrieve it.
+    Returns what happened, in one line; raises RetrievalMissing when retrieval cannot run."""
+    try:
+        store_module = importlib.import_module("kforge.retrieval.store")
+        added = importlib.import_module("kforge.retrieval.added")
+        errors = importlib.import_module("kforge.retrieval.errors")
+    except ModuleNotFoundError as err:
+        raise RetrievalMissing(f"retrieval is off: {err.name} is not installed") from None
+    ops = task_ops(task.source)
+    try:
+        kernel_id, new = added.add_kernel(
+            store_module.Store(), source, result, op=ops[0] if ops else "unknown", gpu=gpu, task=task.name
+        )
+    except errors.RetrievalError as err:
+        raise RetrievalMissing(f"retrieval is off: {_one_line(err)}") from None
+    return f"{'added' if new else 'already stored'}: {kernel_id} in the retrieval store"

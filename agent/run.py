@@ -21,6 +21,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from ..tools.hardware import detect_gpu
+from ..tools.result import Result
 from ..tools.task import Task, load_task
 from .context import RunContext
 from .evaluator import EngineEvaluator, Evaluator
@@ -29,6 +30,7 @@ from .graph import build_graph
 from .policy.base import Policy
 from .policy.llm import LLMError, LLMPolicy, openai_client
 from .report import write_outputs
+from .retrieve import RetrievalMissing, remember_winner
 from .settings import RunSettings
 from .store import LLMCallRecord, Store
 
@@ -117,6 +119,15 @@ def choose_policy(settings: RunSettings, store: Store, run_id: str) -> tuple[Pol
     return embedded(), None
 
 
+def _remember(rc: RunContext, source: str, result: Result) -> None:
+    """Offer the run's winner, measured on this GPU, to the retrieval store."""
+    try:
+        message = remember_winner(rc.task, source, result, rc.hardware)
+    except RetrievalMissing as err:
+        message = str(err)
+    rc.emit(Notice(message=message))
+
+
 def optimize(
     task_path: str | Path | None,
     settings: RunSettings,
@@ -191,6 +202,8 @@ def optimize(
     store.finish_run(run_id, "finished", reason)
     best_path = write_outputs(store, run_id, run_dir)
     best_id, best_speedup = final.get("best_attempt_id"), final.get("best_speedup")
+    if best_path is not None and best_id and (best_speedup or 0) > 1 and settings.retrieval and rc.hardware:
+        _remember(rc, best_path.read_text(), Result.from_json(final["results"][best_id]))
     rc.emit(
         RunFinished(run_dir=str(run_dir), best_attempt_id=best_id, best_speedup=best_speedup, reason=reason)
     )

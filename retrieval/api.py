@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from ..tools.hardware import GpuSpec, match_spec, spec_table
+from .corpus import corpus_chunks, load_documents
 from .hits import Hit
 from .store import Store
 
@@ -94,6 +95,8 @@ def retrieve_for_task(
     """Hardware facts for ``gpu``, then guides and prior kernels nearest to the task,
     alternating by rank, as long as their texts fit in ``budget_chars``."""
     store = store or Store()
+    if store.count() == 0:  # first use on this machine: embed the shipped corpus
+        store.index(corpus_chunks(load_documents()))
     query = task_query(task_source, ops)
     chosen: list[Hit] = []
     used = 0

@@ -45,8 +45,11 @@ def _result_line(record: KernelRecord) -> str:
         parts.append(f"{m['speedup_vs_eager']:.2f}x vs eager PyTorch;")
     if m.get("speedup_vs_compile") is not None:
         parts.append(f"{m['speedup_vs_compile']:.2f}x vs torch.compile;")
-    if m.get("roofline_fraction") is not None:
-        parts.append(f"{100 * m['roofline_fraction']:.0f}% of the roofline floor.")
+    fraction = m.get("roofline_fraction")
+    if fraction is not None and fraction > 1:
+        parts.append("below the roofline floor of the reference's algorithm: it does fewer FLOPs.")
+    elif fraction is not None:
+        parts.append(f"{100 * fraction:.0f}% of the roofline floor.")
     return " ".join(parts)
 
 

@@ -96,7 +96,9 @@ class Result:
 
     @property
     def roofline_fraction(self) -> float | None:
-        """Floor time over measured time: 1.0 means at the hardware limit."""
+        """Floor time over measured time: 1.0 means at the hardware limit. The floor comes from
+        the reference's FLOPs, so a candidate that does fewer (an algebraic shortcut) can
+        exceed 1; the result is flagged when it does."""
         if self.roofline is None or self.roofline.floor_ms is None:
             return None
         return _ratio(self.roofline.floor_ms, self.candidate_ms)

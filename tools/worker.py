@@ -7,8 +7,11 @@ the parent reports that with this process's log.
 
 from __future__ import annotations
 
+import cProfile
+import io
 import json
 import os
+import pstats
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,6 +20,21 @@ from .sandbox import RESULT_FILE
 
 
 def main(job_path: str) -> int:
+    """Run the job; with KFORGE_PROFILE_WORKER=DIR set, also write a cProfile summary of the
+    worker (where its time goes) to DIR."""
+    profile_dir = os.environ.get("KFORGE_PROFILE_WORKER")
+    if not profile_dir:
+        return run(job_path)
+    profiler = cProfile.Profile()
+    code = profiler.runcall(run, job_path)
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(40)
+    Path(profile_dir).mkdir(parents=True, exist_ok=True)
+    (Path(profile_dir) / f"{Path(job_path).parent.name}.txt").write_text(out.getvalue())
+    return code
+
+
+def run(job_path: str) -> int:
     spec: dict[str, Any] = json.loads(Path(job_path).read_text())
     from . import runner  # imports torch: after the job is read, so a bad job fails fast
 

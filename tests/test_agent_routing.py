@@ -143,3 +143,8 @@ def test_interrupted_round_resumes_without_evaluating_again(tmp_path):
     assert first.baselines == 1 and second.baselines == 0
     reused = [e.attempt_id for e in events if e.kind == "candidate_evaluated" and e.reused]
     assert reused == ["r2-c0"]
+
+
+def test_a_round_with_nothing_proposed_stops_the_run() -> None:
+    decision, reason = decide(progress(proposed=0), SETTINGS)
+    assert (decision, reason) == ("stop", "the policy has nothing more to try")

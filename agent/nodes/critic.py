@@ -24,12 +24,15 @@ class Progress:
     best_speedup: float | None  # over every round so far
     rounds_without_improvement: int
     failed_rounds_in_row: int  # rounds since the last plan in which every candidate failed
+    proposed: int = 1  # candidates the policy proposed this round (0: it has nothing left to try)
 
 
 def decide(progress: Progress, settings: RunSettings) -> tuple[DecisionName, str]:
     target = settings.target_speedup
     if target is not None and progress.best_speedup is not None and progress.best_speedup >= target:
         return "stop", f"target speedup {target:g}x reached"
+    if progress.proposed == 0:
+        return "stop", "the policy has nothing more to try"
     if progress.round >= settings.rounds:
         return "stop", f"all {settings.rounds} rounds done"
     if progress.elapsed_s >= settings.wall_time_s:
@@ -79,6 +82,7 @@ def critic(state: State, runtime: Runtime[RunContext]) -> dict[str, Any]:
         failed_rounds_in_row=state.get("failed_rounds_in_row", 0) + 1
         if _all_failed([v.result for v in new])
         else 0,
+        proposed=len(new),
     )
     decision, reason = decide(progress, rc.settings)
     rc.emit(

@@ -17,6 +17,8 @@ from typing import Any
 
 import torch
 
+from .trees import flatten
+
 
 def _timer_table() -> dict[str, Any]:
     """The objects our timing relies on, by name."""
@@ -221,7 +223,7 @@ class ThreadGuard:
 def check_output_types(outputs: Any, device: torch.device) -> list[str]:
     """Outputs must be plain, materialised tensors on the expected device."""
     reasons = []
-    for out in _flatten(outputs):
+    for out in flatten(outputs):
         if not isinstance(out, torch.Tensor):
             continue
         if type(out) is not torch.Tensor:
@@ -233,12 +235,6 @@ def check_output_types(outputs: Any, device: torch.device) -> list[str]:
         elif out.device.type != device.type:
             reasons.append(f"output on {out.device.type}, expected {device.type}")
     return reasons
-
-
-def _flatten(obj: Any) -> list[Any]:
-    if isinstance(obj, list | tuple):
-        return [x for item in obj for x in _flatten(item)]
-    return [obj]
 
 
 def run_guarded(fn: Callable[[], Any], threads: ThreadGuard, reference: ReferenceGuard) -> Any:

@@ -32,6 +32,7 @@ from .result import Result, Status, Timing
 from .roofline import roofline
 from .task import import_file
 from .timing import Timer
+from .trees import clone
 from .verify import Verifier
 
 SUSPICIOUS_SPEEDUP = 10.0
@@ -270,17 +271,9 @@ def time_all(
     for name in order:
         timings[name] = timer.time(entries[name], before_each=switcher)
         if name == "candidate":  # what it returned, and on which input values
-            job.timed_output = _clone_outputs(timer.last_output)
-            job.timed_inputs = _clone_outputs(inputs)
+            job.timed_output = clone(timer.last_output)
+            job.timed_inputs = clone(inputs)
     return timings
-
-
-def _clone_outputs(obj: Any) -> Any:
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().clone()
-    if isinstance(obj, list | tuple):
-        return type(obj)(_clone_outputs(x) for x in obj)
-    return obj
 
 
 def run_baseline(spec: dict[str, Any]) -> Result:

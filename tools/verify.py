@@ -20,6 +20,7 @@ import torch
 
 from .guards import ReferenceGuard, ThreadGuard, check_output_types, run_guarded
 from .precision import PrecisionClass
+from .trees import clone, flatten
 
 FP64_TRIALS = 2  # trials that are also compared with a float64 reference (it is slow)
 CALLS_PER_TRIAL = 2  # the same instances called twice: catches results cached in self or by data pointer
@@ -84,7 +85,7 @@ class Verifier:
                     verdict.correct = False
                     verdict.message = f"trial {t + 1}, call {call + 1}: {verdict.message}"
                     if previous is None:  # call once more, to tell a constant output from a wrong one
-                        previous = (_clone(cand_out), _clone(ref_out), False)
+                        previous = (clone(cand_out), clone(ref_out), False)
                         inputs = self._inputs(_unpredictable_seed(), reuse=inputs)
                         _, cand_out, ref_out = self._check_call(
                             reference, candidate, inputs, trial_seed, Verdict(True)
@@ -93,7 +94,7 @@ class Verifier:
                     break
                 if t < FP64_TRIALS and call == 0:
                     self._fp64_errors(reference, inputs, cand_out, ref_out, verdict)
-                previous = (_clone(cand_out), _clone(ref_out), ok)  # CUDA-graph outputs get overwritten
+                previous = (clone(cand_out), clone(ref_out), ok)  # CUDA-graph outputs get overwritten
                 self.last = Trial(reference, candidate, inputs)
             if verdict.cheats or not verdict.correct:
                 break
@@ -115,7 +116,7 @@ class Verifier:
         """Compare an output the candidate gave on ``inputs`` with the reference's: the empty
         string when it matches, else what differs."""
         with torch.no_grad():
-            expected = reference(*_clone(inputs))
+            expected = reference(*clone(inputs))
         ok, message, _, _ = compare(candidate_output, expected, self.precision)
         return "" if ok else message
 
@@ -173,8 +174,8 @@ class Verifier:
     def _run_pair(
         self, reference: torch.nn.Module, candidate: torch.nn.Module, inputs: list[Any], seed: int
     ) -> tuple[Any, Any, Any, list[str]]:
-        pristine = _clone(inputs)
-        ref_inputs = _clone(inputs)
+        pristine = clone(inputs)
+        ref_inputs = clone(inputs)
         problems: list[str] = []
         order = [0, 1]
         random.Random(seed).shuffle(order)
@@ -186,12 +187,12 @@ class Verifier:
                     _sync(self.device)
                 else:
                     _poison_allocator(
-                        ref_out if ref_out is not None else reference(*_clone(pristine)), self.device
+                        ref_out if ref_out is not None else reference(*clone(pristine)), self.device
                     )
                     cand_out = run_guarded(lambda: candidate(*inputs), self.threads, self.reference_guard)
                     if self.device.type == "cuda":
                         torch.cuda.current_stream().synchronize()  # the caller's stream only
-                    early_out = _clone(cand_out)
+                    early_out = clone(cand_out)
                     _sync(self.device)
         problems += check_output_types(cand_out, self.device)
         if not _same(inputs, pristine) and _same(ref_inputs, pristine):
@@ -214,7 +215,7 @@ class Verifier:
 
 def compare(cand: Any, ref: Any, precision: PrecisionClass) -> tuple[bool, str, float, float]:
     """(ok, message, max abs error, max relative error) of the candidate's output."""
-    cands, refs = _flatten(cand), _flatten(ref)
+    cands, refs = flatten(cand), flatten(ref)
     if len(cands) != len(refs):
         return False, f"returned {len(cands)} outputs, expected {len(refs)}", 0.0, 0.0
     max_abs = max_rel = 0.0
@@ -292,7 +293,7 @@ def _fresh_weights(model: torch.nn.Module, seed: int) -> None:
 def _poison_allocator(like: Any, device: torch.device) -> None:
     """Fill blocks the size of each expected output with NaN and free them: the caching
     allocator hands them to the candidate, so elements it never writes read as NaN."""
-    for t in _flatten(like):
+    for t in flatten(like):
         if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel():
             block = torch.full_like(t, float("nan"), device=device)
             del block
@@ -300,7 +301,7 @@ def _poison_allocator(like: Any, device: torch.device) -> None:
 
 def _rel_err(out: Any, ref64: Any) -> float:
     worst = 0.0
-    for o, r in zip(_flatten(out), _flatten(ref64), strict=False):
+    for o, r in zip(flatten(out), flatten(ref64), strict=False):
         if isinstance(o, torch.Tensor) and isinstance(r, torch.Tensor) and r.is_floating_point():
             denom = float(torch.linalg.vector_norm(r.double())) or 1.0
             worst = max(worst, float(torch.linalg.vector_norm(o.double() - r.double())) / denom)
@@ -308,7 +309,7 @@ def _rel_err(out: Any, ref64: Any) -> float:
 
 
 def _same(a: Any, b: Any) -> bool:
-    fa, fb = _flatten(a), _flatten(b)
+    fa, fb = flatten(a), flatten(b)
     if len(fa) != len(fb):
         return False
     for x, y in zip(fa, fb, strict=True):
@@ -324,20 +325,6 @@ def _same(a: Any, b: Any) -> bool:
         elif x is not y and x != y:
             return False
     return True
-
-
-def _clone(obj: Any) -> Any:
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().clone()
-    if isinstance(obj, list | tuple):
-        return type(obj)(_clone(x) for x in obj)
-    return obj
-
-
-def _flatten(obj: Any) -> list[Any]:
-    if isinstance(obj, list | tuple):
-        return [x for item in obj for x in _flatten(item)]
-    return [obj]
 
 
 def _is_float(x: Any) -> bool:

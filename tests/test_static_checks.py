@@ -199,3 +199,21 @@ def test_importing_the_reference_model_is_caught() -> None:
 def test_tokens_the_task_itself_uses_are_allowed() -> None:
     task = FIXTURE_TASK_SOURCE + "\nDTYPE = torch.float16\n"
     assert static_cheats(MODULE + "x = torch.ones(3, dtype=torch.float16)\n", task, "fp32") == []
+
+
+@pytest.mark.parametrize(
+    "snippet",
+    [
+        "import time as t\nt.perf_counter = lambda: 0.0\n",
+        "from torch.cuda import Event\nEvent.elapsed_time = lambda a, b: 0.001\n",
+        "from torch import cuda\ncuda.synchronize = lambda: None\n",
+    ],
+)
+def test_timer_patches_through_import_aliases_are_caught(snippet: str) -> None:
+    reasons = static_cheats(MODULE + snippet, FIXTURE_TASK_SOURCE, "fp32")
+    assert any("patches a timer" in r for r in reasons), reasons
+
+
+def test_using_an_imported_timer_is_not_patching_it() -> None:
+    snippet = "from time import perf_counter\nstart = perf_counter()\n"
+    assert static_cheats(MODULE + snippet, FIXTURE_TASK_SOURCE, "fp32") == []

@@ -66,6 +66,7 @@ def _reference_model_use(tree: ast.AST) -> list[str]:
 
 
 def _timer_patching(tree: ast.AST) -> list[str]:
+    aliases = _import_aliases(tree)
     for node in ast.walk(tree):
         targets: list[ast.expr] = []
         if isinstance(node, ast.Assign):
@@ -75,12 +76,32 @@ def _timer_patching(tree: ast.AST) -> list[str]:
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr":
             targets = node.args[:1]
         for target in targets:
-            name = ast.unparse(target)
+            name = _resolve(ast.unparse(target), aliases)
             if isinstance(target, ast.Attribute) and TIMER_TARGETS.match(name + "."):
                 return [f"patches a timer or synchronisation function ({name})"]
             if isinstance(node, ast.Call) and TIMER_TARGETS.match(name + "."):
                 return [f"patches a timer or synchronisation function (setattr on {name})"]
     return []
+
+
+def _import_aliases(tree: ast.AST) -> dict[str, str]:
+    """Local names bound to modules or their members: ``import time as t`` gives
+    {"t": "time"}, ``from torch.cuda import Event`` gives {"Event": "torch.cuda.Event"}."""
+    aliases: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    aliases[alias.asname] = alias.name
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:
+                aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return aliases
+
+
+def _resolve(name: str, aliases: dict[str, str]) -> str:
+    root, dot, rest = name.partition(".")
+    return aliases[root] + dot + rest if root in aliases else name
 
 
 def _precision_tokens(candidate_code: str, task_source: str, precision: str) -> list[str]:

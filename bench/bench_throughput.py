@@ -115,21 +115,7 @@ def main() -> None:
         measured = {
             "gpu": gpu.canonical if gpu else None,
             "measured_on": f"{datetime.date.today()} {gpu.name if gpu else 'cpu'}",
-            "results": {
-                f"candidates/{c.name}": {
-                    k: r.to_json()[k]
-                    for k in (
-                        "status",
-                        "candidate_ms",
-                        "eager_ms",
-                        "compile_ms",
-                        "speedup_vs_eager",
-                        "speedup_vs_compile",
-                        "roofline_fraction",
-                    )
-                }
-                for c, r in first.items()
-            },
+            "results": {f"candidates/{c.name}": r.headline() for c, r in first.items()},
         }
         args.write_measured.write_text(json.dumps(measured, indent=1) + "\n")
 

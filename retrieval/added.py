@@ -27,18 +27,6 @@ class NotVerified(RetrievalError):
     """Only candidates that evaluated ``ok`` and were not flagged as cheats can be added."""
 
 
-def measured_from_result(result: Result) -> dict[str, float | str | None]:
-    return {
-        "status": result.status.value,
-        "candidate_ms": result.candidate_ms,
-        "eager_ms": result.eager_ms,
-        "compile_ms": result.compile_ms,
-        "speedup_vs_eager": result.speedup_vs_eager,
-        "speedup_vs_compile": result.speedup_vs_compile,
-        "roofline_fraction": result.roofline_fraction,
-    }
-
-
 def read_added(path: Path) -> list[Chunk]:
     if not path.is_file():
         return []
@@ -86,7 +74,7 @@ def add_kernel(
         task=task,
         summary=summary,
         topics=topics,
-        measured=measured_from_result(result),
+        measured=result.headline(),
         gpu=(gpu.canonical or gpu.name) if gpu else "",
         arch=gpu.arch if gpu else "",
         measured_on=f"{today} {gpu.name}" if gpu else today,

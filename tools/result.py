@@ -49,6 +49,17 @@ class Roofline:
     peak_gbps: float | None
 
 
+# Derived figures (properties of Result) that its JSON carries beside the stored fields.
+HEADLINE_FIGURES = (
+    "candidate_ms",
+    "eager_ms",
+    "compile_ms",
+    "speedup_vs_eager",
+    "speedup_vs_compile",
+    "roofline_fraction",
+)
+
+
 @dataclasses.dataclass
 class Result:
     status: Status
@@ -103,19 +114,12 @@ class Result:
             return None
         return _ratio(self.roofline.floor_ms, self.candidate_ms)
 
+    def headline(self) -> dict[str, Any]:
+        """The status and the figures people compare: times, speedups, roofline fraction."""
+        return {"status": self.status.value} | {name: getattr(self, name) for name in HEADLINE_FIGURES}
+
     def to_json(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
-        out["status"] = self.status.value
-        for name in (
-            "candidate_ms",
-            "eager_ms",
-            "compile_ms",
-            "speedup_vs_eager",
-            "speedup_vs_compile",
-            "roofline_fraction",
-        ):
-            out[name] = getattr(self, name)
-        return out
+        return dataclasses.asdict(self) | self.headline()
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Result:

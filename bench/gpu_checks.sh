@@ -2,7 +2,7 @@
 # The evaluation engine's GPU measurements and tests, one part per device call (each fits a
 # 10-minute call on an H100). Results go to $OUT; record them in docs/benchmarks.md.
 #
-#   carry: [".kb"] (a KernelBench checkout, for fidelity)
+#   carry: [".kb"] (a KernelBench checkout, for fidelity), [".whl/agent"] (wheels, for tests)
 #   command: bash bench/gpu_checks.sh fidelity|throughput|tests|profile
 set -u
 cd "$(dirname "$0")/.."
@@ -12,15 +12,21 @@ mkdir -p "$OUT"
 python3 -m pip install -q --no-deps --no-build-isolation . 2>&1 | grep -v WARNING | tail -1
 case ${1:-tests} in
   fidelity)    # eager times of problems 1-7 of each level: kforge vs a plain cold-L2 event loop
-    (cd bench && python3 bench_fidelity.py ../.kb/KernelBench --per-level 7) 2>&1 | tee "$OUT/fidelity.log" ;;
+    (cd bench && python3 bench_fidelity.py ../.kb/KernelBench --per-level 7 ${FIDELITY_ARGS:-}) 2>&1 | tee "$OUT/fidelity.log" ;;
   throughput)  # the 20 example kernels, compile cache cold then warm; their measured results
     (cd bench && python3 bench_throughput.py --limit 20 --passes cold,warm --compile-workers 16 \
       --write-measured "$OUT/measured.json") 2>&1 | tee "$OUT/throughput.log" ;;
-  tests)       # every cheat on CUDA, crashes, ncu and sanitizer, the agent loop
+  tests)       # every cheat on CUDA, crashes, ncu and sanitizer, the agent loop (carry .whl/agent)
+    [ -d .whl/agent ] && python3 -m pip install -q --no-index --find-links .whl/agent langgraph \
+      langgraph-checkpoint-sqlite langchain-core openai 2>&1 | grep -v WARNING | tail -2
     python3 -m pytest -q -m gpu -k "not example" -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.log" ;;
-  profile)     # where one evaluation's time goes (cProfile summary per worker)
-    KFORGE_PROFILE_WORKER="$OUT/profile" kforge eval examples/tasks/softmax.py \
-      examples/candidates/softmax_triton.py --json > "$OUT/softmax_triton.json"
-    head -60 "$OUT"/profile/*.txt ;;
+  profile)     # where one evaluation's time goes (phases, cProfile summary per worker)
+    python3 -c "import time; t=time.time(); import torch; a=time.time(); import triton; b=time.time(); torch.zeros(1, device='cuda'); print(f'import torch {a-t:.1f} s, triton {b-a:.1f} s, cuda init {time.time()-b:.1f} s')"
+    for cand in softmax_triton softmax_cuda; do
+      /usr/bin/time -f "$cand: %e s wall" env KFORGE_PROFILE_WORKER="$OUT/profile-$cand" kforge eval \
+        examples/tasks/softmax.py examples/candidates/$cand.py --json > "$OUT/$cand.json"
+      python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(d['status'], [l for l in d.get('log','').splitlines() if 'phases' in l])" "$OUT/$cand.json"
+      for f in "$OUT/profile-$cand"/*.txt; do echo "== $f"; grep -v "^ *$" "$f" | head -120 | cut -c1-200; done
+    done ;;
   *) echo "usage: bash bench/gpu_checks.sh fidelity|throughput|tests|profile" >&2; exit 2 ;;
 esac

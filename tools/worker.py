@@ -28,7 +28,9 @@ def main(job_path: str) -> int:
     profiler = cProfile.Profile()
     code = profiler.runcall(run, job_path)
     out = io.StringIO()
-    pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(40)
+    stats = pstats.Stats(profiler, stream=out)
+    stats.sort_stats("cumulative").print_stats(60)
+    stats.sort_stats("tottime").print_stats(25)
     Path(profile_dir).mkdir(parents=True, exist_ok=True)
     (Path(profile_dir) / f"{Path(job_path).parent.name}.txt").write_text(out.getvalue())
     return code

@@ -111,3 +111,20 @@ def test_lower_precision_passes_when_the_class_allows_it(
     assert result.status == Status.OK, (result.cheats, result.log)
     assert result.precision == "bf16"
     assert result.fp64_rel_err is not None and result.fp64_rel_err > 1e-4
+
+
+@pytest.mark.parametrize("timed_runs", [4, 5])
+def test_stale_results_are_caught_whatever_the_number_of_timed_runs(
+    fixture_task: Callable[[str], Task],
+    fixture_source: Callable[[str], str],
+    make_cpu_options: Callable[..., EvalOptions],
+    timed_runs: int,
+) -> None:
+    """The timed inputs alternate between two sets that verification never saw, so a result
+    kept from verification or warm-up is wrong on the last timed call, even or odd."""
+    names = ["cache_after_warmup", "timing_aware"]
+    sources = [fixture_source(f"cheats/{name}.py") for name in names]
+    results = evaluate_many(fixture_task("scale_relu"), sources, make_cpu_options(timing_trials=timed_runs))
+    for name, result in zip(names, results, strict=True):
+        assert result.status == Status.REJECTED, (name, timed_runs, result.status, result.log[-300:])
+        assert any("stale or cached" in reason for reason in result.cheats), result.cheats

@@ -151,6 +151,14 @@ def test_scratch_folders_are_removed(batch: dict[str, Result], session_cache_dir
     assert not scratch.exists() or not [p for p in scratch.iterdir() if p.name.startswith("eval-")]
 
 
+def test_workers_keep_their_bytecode_in_the_cache(batch: dict[str, Result], session_cache_dir: Path) -> None:
+    """Even with PYTHONDONTWRITEBYTECODE set (CI and the device image set it), workers write
+    the bytecode of what they import to the cache, so the next worker does not recompile torch."""
+    compiled = list((session_cache_dir / "pycache").rglob("*.pyc"))
+    assert any("torch" in p.parts for p in compiled), "no torch bytecode in the cache"
+    assert any(p.name.startswith("runner.") for p in compiled), "no kforge bytecode in the cache"
+
+
 def test_cuda_candidate_on_cpu_is_refused(
     scale_relu: Task, make_cpu_options: Callable[..., EvalOptions]
 ) -> None:

@@ -176,7 +176,7 @@ def run_eval(spec: dict[str, Any]) -> Result:
     # time that would be charged to the candidate, so it watches the side-stream probe after.
     timed_fn = _no_grad(lambda: _armed_call(reference_guard, lambda: trial.candidate(*trial.inputs)))
     cand_fn = _no_grad(lambda: run_guarded(lambda: trial.candidate(*trial.inputs), threads, reference_guard))
-    switcher = InputSwitcher(trial.inputs, verifier.fresh_inputs())
+    switcher = InputSwitcher(trial.inputs, verifier.fresh_inputs(), verifier.fresh_inputs())
     try:
         with job.phase("timing"):
             timings = time_all(
@@ -230,16 +230,22 @@ def strict_recheck(job: Job, verifier: Verifier, result: Result, spec: dict[str,
 
 
 class InputSwitcher:
-    """Alternates the values held by the input tensors between two sets, outside the timed
-    region: a candidate that returns stale results while it is timed gives a wrong output."""
+    """Alternates the values held by the input tensors between two sets that verification
+    never used, outside the timed region: a candidate that returns a result it computed
+    earlier (during verification, warm-up or the previous timed call) while it is timed gives
+    a wrong output on the last timed call, whatever the number of calls."""
 
-    def __init__(self, inputs: list[Any], alternate: list[Any]) -> None:
+    def __init__(self, inputs: list[Any], first: list[Any], second: list[Any]) -> None:
         self.inputs = inputs
-        self.sets = [[x.detach().clone() if isinstance(x, torch.Tensor) else x for x in inputs], alternate]
+        self.sets = [first, second]
         self.turn = 0
+        self._load()
 
     def __call__(self) -> None:
         self.turn ^= 1
+        self._load()
+
+    def _load(self) -> None:
         for target, source in zip(self.inputs, self.sets[self.turn], strict=True):
             if isinstance(target, torch.Tensor):
                 target.copy_(source)

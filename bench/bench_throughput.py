@@ -78,17 +78,21 @@ def main() -> None:
         compile_workers=args.compile_workers,
     )
     rows = []
-    first: dict[Path, Result] = {}
-    for label in args.passes.split(","):
+    for i, label in enumerate(args.passes.split(",")):
         print(f"{label} compile cache:", flush=True)
         seconds, results = run_batch(pairs, options)
-        first = first or results
         ok = sum(r.status.value == "ok" for r in results.values())
         rows.append((label, len(results), ok, seconds, 60.0 * len(results) / seconds))
+        print(rows[-1], flush=True)
+        if i == 0:  # the kernels' results, kept even when a later pass is cut short
+            report_kernels(results, args.write_measured)
     print(header(" ".join(sys.argv)))
     print_table(
         "evaluation throughput", ["compile cache", "candidates", "ok", "seconds", "candidates/min"], rows
     )
+
+
+def report_kernels(first: dict[Path, Result], write_measured: Path | None) -> None:
     summary = [
         (
             c.name,
@@ -103,21 +107,21 @@ def main() -> None:
         for c, r in first.items()
     ]
     print_table(
-        "example kernels (cold run)",
+        "example kernels (first pass)",
         ["candidate", "status", "ms", "eager ms", "compile ms", "vs eager", "vs compile", "of roofline"],
         summary,
     )
     for c, r in first.items():
         if r.status.value != "ok":
             print(f"--- {c.name}: {r.status.value} {r.cheats}\n{r.log[-1500:]}", flush=True)
-    if args.write_measured:
+    if write_measured:
         gpu = detect_gpu()
         measured = {
             "gpu": gpu.canonical if gpu else None,
             "measured_on": f"{datetime.date.today()} {gpu.name if gpu else 'cpu'}",
             "results": {f"candidates/{c.name}": r.headline() for c, r in first.items()},
         }
-        args.write_measured.write_text(json.dumps(measured, indent=1) + "\n")
+        write_measured.write_text(json.dumps(measured, indent=1) + "\n")
 
 
 if __name__ == "__main__":

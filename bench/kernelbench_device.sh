@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 NAME=${1:-kb-fp32}
 PRECISION=${2:-fp32}
 BUDGET=${3:-420}
-EXTRA=${KB_EXTRA:-}   # e.g. KB_EXTRA="--rounds 1 --no-confirm" to spend less device time per task
+EXTRA=${KB_EXTRA:-}   # KB_LIMIT=N: N tasks per level (default 30). KB_EXTRA e.g. KB_EXTRA="--rounds 1 --no-confirm" to spend less device time per task
 pip install -q --no-index --find-links .whl/agent langgraph langgraph-checkpoint-sqlite langchain-core 2>&1 | tail -2
 mkdir -p /tmp/kfpath && ln -sfn "$PWD" /tmp/kfpath/kforge
 export PYTHONPATH=/tmp/kfpath PYTHONUNBUFFERED=1 KFORGE_CACHE=/tmp/kforge-cache
@@ -24,7 +24,7 @@ mkdir -p .carry/kb
 if [ -f "$DIR/batch.json" ]; then
   ARGS="--resume $DIR"
 else
-  ARGS=".kb --level 1,2,3 --limit 30 --precision $PRECISION --out $DIR $EXTRA"
+  ARGS=".kb --level 1,2,3 --limit ${KB_LIMIT:-30} --precision $PRECISION --out $DIR $EXTRA"
 fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 t0=$(date +%s)

@@ -87,8 +87,9 @@ def test_backend_labels(batch: dict[str, Result]) -> None:
         ("wrong_shape", "shape (4112,), expected (16, 257)"),
         ("wrong_dtype", "dtype torch.float64, expected torch.float32"),
         # Elements it never writes hold NaN from the poisoned block, or the CPU allocator's
-        # leftovers (poisoning is best effort on the CPU; tests/test_cheats_gpu.py asserts NaN).
-        ("not_written", "trial 1, call 1: output 0"),
+        # leftovers, which can even be a copy of the reference's output, so the call that fails
+        # varies (poisoning is best effort on the CPU; tests/test_cheats_gpu.py asserts NaN).
+        ("not_written", ": output 0"),
     ],
 )
 def test_incorrect_candidates(batch: dict[str, Result], name: str, phrase: str) -> None:

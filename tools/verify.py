@@ -14,6 +14,7 @@ import copy
 import dataclasses
 import random
 import types
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -23,6 +24,7 @@ from .precision import PrecisionClass
 from .trees import clone, flatten
 
 FP64_TRIALS = 2  # trials that are also compared with a float64 reference (it is slow)
+CHUNK = 1 << 24  # elements per slice when comparing outputs (float64 temporaries of 128 MB)
 CALLS_PER_TRIAL = 2  # the same instances called twice: catches results cached in self or by data pointer
 
 
@@ -73,6 +75,7 @@ class Verifier:
         previous: tuple[Any, Any, bool] | None = None  # (candidate out, reference out, was correct)
         for t in range(trials):
             trial_seed = seed * 7919 + t * 1000
+            self.last = None  # the previous trial's models and inputs go before the next are built
             reference, candidate = self._build(trial_seed)
             inputs: list[Any] | None = None
             for call in range(CALLS_PER_TRIAL):
@@ -236,20 +239,19 @@ def compare(cand: Any, ref: Any, precision: PrecisionClass) -> tuple[bool, str, 
             if not torch.equal(c, r):
                 return False, f"output {i}: integer values differ", 0.0, 0.0
             continue
-        c64, r64 = c.double(), r.double()
-        bad = ~torch.isfinite(c64) & torch.isfinite(r64)
-        if bool(bad.any()):
-            return (
-                False,
-                f"output {i}: {int(bad.sum())} NaN/Inf values where the reference is finite",
-                0.0,
-                0.0,
+        nonfinite, close = 0, True
+        for c64, r64 in _chunks(c, r):  # float64 copies of one chunk at a time: big outputs fit
+            nonfinite += int((~torch.isfinite(c64) & torch.isfinite(r64)).sum())
+            diff = (c64 - r64).abs().nan_to_num(0.0)
+            if diff.numel():
+                max_abs = max(max_abs, float(diff.max()))
+                max_rel = max(max_rel, float((diff / r64.abs().clamp_min(1e-12)).max()))
+            close = close and torch.allclose(
+                c64, r64, atol=precision.atol, rtol=precision.rtol, equal_nan=True
             )
-        diff = (c64 - r64).abs().nan_to_num(0.0)
-        if diff.numel():
-            max_abs = max(max_abs, float(diff.max()))
-            max_rel = max(max_rel, float((diff / r64.abs().clamp_min(1e-12)).max()))
-        if not torch.allclose(c64, r64, atol=precision.atol, rtol=precision.rtol, equal_nan=True):
+        if nonfinite:
+            return False, f"output {i}: {nonfinite} NaN/Inf values where the reference is finite", 0.0, 0.0
+        if not close:
             return (
                 False,
                 f"output {i} differs: max abs err {max_abs:.3e}, max rel err {max_rel:.3e} "
@@ -303,8 +305,11 @@ def _rel_err(out: Any, ref64: Any) -> float:
     worst = 0.0
     for o, r in zip(flatten(out), flatten(ref64), strict=False):
         if isinstance(o, torch.Tensor) and isinstance(r, torch.Tensor) and r.is_floating_point():
-            denom = float(torch.linalg.vector_norm(r.double())) or 1.0
-            worst = max(worst, float(torch.linalg.vector_norm(o.double() - r.double())) / denom)
+            num = den = 0.0
+            for co, cr in _chunks(o, r):
+                num += float(torch.linalg.vector_norm(co - cr)) ** 2
+                den += float(torch.linalg.vector_norm(cr)) ** 2
+            worst = max(worst, num**0.5 / (den**0.5 or 1.0))
     return worst
 
 
@@ -314,17 +319,27 @@ def _same(a: Any, b: Any) -> bool:
         return False
     for x, y in zip(fa, fb, strict=True):
         if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
-            if (
-                x.shape != y.shape
-                or x.dtype != y.dtype
-                or not torch.equal(x.nan_to_num(0.0), y.nan_to_num(0.0))
-            ):
+            if x.shape != y.shape or x.dtype != y.dtype:
                 return False
-            if not torch.equal(x.isnan(), y.isnan()):
-                return False
+            for cx, cy in _chunks(x, y, to_double=False):
+                if not torch.equal(cx.nan_to_num(0.0), cy.nan_to_num(0.0)) or not torch.equal(
+                    cx.isnan(), cy.isnan()
+                ):
+                    return False
         elif x is not y and x != y:
             return False
     return True
+
+
+def _chunks(
+    x: torch.Tensor, y: torch.Tensor, to_double: bool = True
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Matching slices of two same-shaped tensors, CHUNK elements at a time: comparisons make
+    temporaries of one slice, not of a whole multi-GB tensor."""
+    fx, fy = x.reshape(-1), y.reshape(-1)
+    for start in range(0, max(fx.numel(), 1), CHUNK):
+        cx, cy = fx[start : start + CHUNK], fy[start : start + CHUNK]
+        yield (cx.double(), cy.double()) if to_double else (cx, cy)
 
 
 def _is_float(x: Any) -> bool:

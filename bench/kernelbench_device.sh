@@ -15,7 +15,7 @@ NAME=${1:-kb-fp32}
 PRECISION=${2:-fp32}
 BUDGET=${3:-420}
 EXTRA=${KB_EXTRA:-}   # KB_LIMIT=N: N tasks per level (default 30). KB_EXTRA e.g. KB_EXTRA="--rounds 1 --no-confirm" to spend less device time per task
-pip install -q --no-index --find-links .whl/agent langgraph langgraph-checkpoint-sqlite langchain-core 2>&1 | tail -2
+python3 -m pip install -q --no-index --find-links .whl/agent langgraph langgraph-checkpoint-sqlite langchain-core 2>&1 | tail -2
 mkdir -p /tmp/kfpath && ln -sfn "$PWD" /tmp/kfpath/kforge
 export PYTHONPATH=/tmp/kfpath PYTHONUNBUFFERED=1 KFORGE_CACHE=/tmp/kforge-cache
 KFORGE="python3 -c 'from kforge.agent.cli import main; main()'"

@@ -40,9 +40,10 @@ def test_fit_model_orders_held_out_tasks_better_than_the_fixed_order(tmp_path):
     assert statistics.mean(model_first) < statistics.mean(fixed_first)
 
 
-def test_shipped_model_loads_and_says_it_is_synthetic():
+def test_shipped_model_loads_and_says_what_it_was_fit_on():
     model = load_model()
     assert model is not None and model.metadata["synthetic"] is True
+    assert any("KernelBench" in s for s in model.metadata["sources"]), "measured trajectories are a source"
     assert {"compile-default", "cuda-graph", "fx-rewrite"} <= set(model.weights)
 
 
@@ -55,6 +56,14 @@ def test_train_ranker_command(tmp_path):
     data = json.loads(out.read_text())
     assert data["counts"]["compile-default"] == 30 and data["metadata"]["synthetic"] is False
     assert load_model(out).weights == data["weights"]
+    weighted = subprocess.run(
+        [*cmd, str(tmp_path / "runs"), "--out", str(out), "--real-weight", "3"],
+        capture_output=True,
+        text=True,
+    )
+    assert weighted.returncode == 0, weighted.stderr
+    data = json.loads(out.read_text())
+    assert data["counts"]["compile-default"] == 90 and data["metadata"]["real_weight"] == 3
     bad = subprocess.run(cmd, capture_output=True, text=True)
     assert bad.returncode == 2 and "give run folders" in bad.stderr
     missing = subprocess.run([*cmd, str(tmp_path / "nope")], capture_output=True, text=True)

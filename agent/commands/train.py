@@ -29,6 +29,9 @@ def ranker_command(
     synthetic: Annotated[int, typer.Option(min=0, help="add N synthetic tasks (see ranker_synth)")] = 0,
     seed: Annotated[int, typer.Option(help="seed of the synthetic tasks")] = 0,
     ridge: Annotated[float, typer.Option(min=0.0, help="L2 penalty of the per-family regressions")] = 0.3,
+    real_weight: Annotated[
+        int, typer.Option(min=1, help="each measured (non-synthetic) example counts this many times")
+    ] = 1,
 ) -> None:
     """Fit the strategy ranker; prints how many examples per family it saw."""
     from ..policy.ranker import fit
@@ -41,7 +44,7 @@ def ranker_command(
         raise typer.Exit(2)
     sources = [str(p) for p in runs or []]
     try:
-        examples = load_examples(runs or [])
+        examples = load_examples(runs or []) * real_weight
     except (FileNotFoundError, ValueError) as err:
         console.print(f"[red]error:[/] {escape(str(err))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
@@ -54,7 +57,8 @@ def ranker_command(
     if not examples:
         console.print("[red]error:[/] no embedded-policy trajectories with features found", highlight=False)
         raise typer.Exit(2)
-    model = fit(examples, ridge=ridge, metadata={"sources": sources, "synthetic": synthetic > 0})
+    meta = {"sources": sources, "synthetic": synthetic > 0, "real_weight": real_weight}
+    model = fit(examples, ridge=ridge, metadata=meta)
     model.save(out)
     for family, count in sorted(model.counts.items()):
         console.print(f"{family}: {count} examples")

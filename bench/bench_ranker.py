@@ -1,0 +1,88 @@
+"""Does the strategy ranker pick well on real tasks? Leave-one-task-out over measured runs.
+
+For each task of the given batch or run folders, the ranker is fit without that task (on the
+synthetic tasks plus the other measured tasks, those counted ``--real-weight`` times) and
+ranks the families that were measured on it. Reported per model: how often its first pick was
+the best measured family, and the mean regret (log2 of best measured speedup over the
+speedup of its first pick; 0 is perfect). Failed candidates count as a 2x slowdown.
+
+    python bench/bench_ranker.py RUNS... [--synthetic 600 --seed 7 --real-weight 1,20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+from common import header, print_table
+from kforge.agent.policy.ranker import Example, RankerModel, fit, fixed_order
+from kforge.agent.policy.ranker_data import load_examples
+from kforge.agent.policy.ranker_synth import synth_tasks, write_store
+
+Chooser = Callable[[str, list[str], list[float]], str]  # (task, measured families, features) -> pick
+
+
+def first_pick_scores(pick: str, measured: dict[str, float]) -> tuple[bool, float]:
+    best = max(measured.values())
+    return measured[pick] == best, best - measured[pick]
+
+
+def evaluate(
+    choose: Chooser,
+    tasks: dict[str, dict[str, float]],
+    vectors: dict[str, list[float]],
+) -> tuple[float, float]:
+    hits, regrets = [], []
+    for task, measured in tasks.items():
+        hit, regret = first_pick_scores(choose(task, list(measured), vectors[task]), measured)
+        hits.append(hit)
+        regrets.append(regret)
+    return sum(hits) / len(hits), statistics.mean(regrets)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("runs", type=Path, nargs="+")
+    parser.add_argument("--synthetic", type=int, default=600)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--real-weight", default="1,20", help="comma-separated weights to compare")
+    args = parser.parse_args()
+    real = load_examples(args.runs)
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "trajectories.db"
+        write_store(db, synth_tasks(args.synthetic, args.seed))
+        synthetic = load_examples([db])
+    tasks: dict[str, dict[str, float]] = defaultdict(dict)
+    vectors: dict[str, list[float]] = {}
+    for ex in real:
+        tasks[ex.task][ex.family] = ex.log2_speedup
+        vectors[ex.task] = ex.features
+    tasks = {t: m for t, m in tasks.items() if len(m) > 1}  # one measured family: nothing to rank
+
+    def held_out(weight: int | None) -> Chooser:
+        cache: dict[str, RankerModel] = {}
+
+        def choose(task: str, families: list[str], vector: list[float]) -> str:
+            if task not in cache:
+                others: list[Example] = [e for e in real if e.task != task] * (weight or 0)
+                cache[task] = fit(synthetic + others)
+            return cache[task].order(families, vector)[0]
+
+        return choose
+
+    rows = [("fixed order (no model)", *evaluate(lambda t, f, v: fixed_order(f)[0], tasks, vectors))]
+    rows.append(("synthetic only", *evaluate(held_out(None), tasks, vectors)))
+    for w in (int(x) for x in args.real_weight.split(",")):
+        rows.append((f"synthetic + measured x{w}", *evaluate(held_out(w), tasks, vectors)))
+    print(header(" ".join(sys.argv)))
+    print(f"{len(real)} measured candidates on {len(tasks)} tasks with two or more families measured")
+    print_table("ranker, leave one task out", ["model", "first pick best", "mean regret (log2)"], rows)
+
+
+if __name__ == "__main__":
+    main()

@@ -57,3 +57,52 @@ def test_relative_error_against_float64_is_the_norm_ratio(chunk: int) -> None:
     ref64 = torch.randn(1000, dtype=torch.float64)
     out = (ref64 * 1.001).float()
     assert verify._rel_err(out, ref64) == pytest.approx(1e-3, rel=1e-3)
+
+
+def test_previous_trials_candidates_are_freed_even_in_reference_cycles(fixtures_dir) -> None:
+    """A candidate that keeps a bound method of itself in its __dict__ (as a torch.compile'd
+    body or a captured CUDA graph does) lives until the garbage collector runs; with its
+    buffers (on the GPU: a graph's static copy of multi-GB inputs) it must not outlive its
+    trial, or five trials hold five copies."""
+    import gc
+    import weakref
+
+    from kforge.tools.guards import ReferenceGuard, ThreadGuard
+    from kforge.tools.task import import_file
+
+    task = import_file(fixtures_dir / "tasks" / "scale_relu.py", "kforge_test_cycles_task")
+    live: weakref.WeakSet = weakref.WeakSet()
+    most_alive = []
+
+    class ModelNew(torch.nn.Module):
+        def __init__(self, features: int) -> None:
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.randn(features))
+            self.bias = torch.nn.Parameter(torch.randn(features))
+            self.__dict__["_body"] = self._run  # a reference cycle through a bound method
+            self.__dict__["_static"] = torch.zeros(1 << 16)  # stands for a graph's static inputs
+            live.add(self)
+
+        def _run(self, x):
+            return torch.relu(x * self.weight + self.bias)
+
+        def forward(self, x):
+            most_alive.append(len(live))
+            return self.__dict__["_body"](x)
+
+    gc.collect()
+    gc.disable()  # only the verifier's own collection may free the cycles
+    try:
+        verifier = verify.Verifier(
+            task,
+            ModelNew,
+            torch.device("cpu"),
+            get_precision("fp32"),
+            ThreadGuard("none"),
+            ReferenceGuard(task.Model),
+        )
+        verdict = verifier.run(5, seed=0)
+    finally:
+        gc.enable()
+    assert verdict.correct, verdict.message
+    assert max(most_alive) == 1, most_alive

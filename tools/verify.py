@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import gc
 import random
 import types
 from collections.abc import Iterator
@@ -74,31 +75,10 @@ class Verifier:
         verdict = Verdict(correct=True)
         previous: tuple[Any, Any, bool] | None = None  # (candidate out, reference out, was correct)
         for t in range(trials):
-            trial_seed = seed * 7919 + t * 1000
-            self.last = None  # the previous trial's models and inputs go before the next are built
-            reference, candidate = self._build(trial_seed)
-            inputs: list[Any] | None = None
-            for call in range(CALLS_PER_TRIAL):
-                inputs = self._inputs(_unpredictable_seed(), reuse=inputs)
-                verdict.trials = t + 1
-                ok, cand_out, ref_out = self._check_call(
-                    reference, candidate, inputs, trial_seed + call, verdict
-                )
-                if not ok:
-                    verdict.correct = False
-                    verdict.message = f"trial {t + 1}, call {call + 1}: {verdict.message}"
-                    if previous is None:  # call once more, to tell a constant output from a wrong one
-                        previous = (clone(cand_out), clone(ref_out), False)
-                        inputs = self._inputs(_unpredictable_seed(), reuse=inputs)
-                        _, cand_out, ref_out = self._check_call(
-                            reference, candidate, inputs, trial_seed, Verdict(True)
-                        )
-                    verdict.cheats += _classify_repeat(cand_out, ref_out, previous)
-                    break
-                if t < FP64_TRIALS and call == 0:
-                    self._fp64_errors(reference, inputs, cand_out, ref_out, verdict)
-                previous = (clone(cand_out), clone(ref_out), ok)  # CUDA-graph outputs get overwritten
-                self.last = Trial(reference, candidate, inputs)
+            self.last = None  # the previous trial's models and inputs go before the next are built:
+            if t:  # a candidate in a reference cycle (a compiled bound method kept in its __dict__)
+                gc.collect()  # holds its buffers, say a CUDA graph's static inputs, until collected
+            previous = self._trial(t, seed * 7919 + t * 1000, verdict, previous)
             if verdict.cheats or not verdict.correct:
                 break
         if verdict.correct and verdict.fp64_rel_err is not None and verdict.ref_fp64_rel_err is not None:
@@ -110,6 +90,34 @@ class Verifier:
                 )
         verdict.cheats = list(dict.fromkeys(verdict.cheats))
         return verdict
+
+    def _trial(
+        self, t: int, trial_seed: int, verdict: Verdict, previous: tuple[Any, Any, bool] | None
+    ) -> tuple[Any, Any, bool] | None:
+        """One fresh model pair called CALLS_PER_TRIAL times; failures and cheats go to
+        ``verdict``. Returns the last call's (candidate out, reference out, was correct)."""
+        reference, candidate = self._build(trial_seed)
+        inputs: list[Any] | None = None
+        for call in range(CALLS_PER_TRIAL):
+            inputs = self._inputs(_unpredictable_seed(), reuse=inputs)
+            verdict.trials = t + 1
+            ok, cand_out, ref_out = self._check_call(reference, candidate, inputs, trial_seed + call, verdict)
+            if not ok:
+                verdict.correct = False
+                verdict.message = f"trial {t + 1}, call {call + 1}: {verdict.message}"
+                if previous is None:  # call once more, to tell a constant output from a wrong one
+                    previous = (clone(cand_out), clone(ref_out), False)
+                    inputs = self._inputs(_unpredictable_seed(), reuse=inputs)
+                    _, cand_out, ref_out = self._check_call(
+                        reference, candidate, inputs, trial_seed, Verdict(True)
+                    )
+                verdict.cheats += _classify_repeat(cand_out, ref_out, previous)
+                return previous
+            if t < FP64_TRIALS and call == 0:
+                self._fp64_errors(reference, inputs, cand_out, ref_out, verdict)
+            previous = (clone(cand_out), clone(ref_out), ok)  # CUDA-graph outputs get overwritten
+            self.last = Trial(reference, candidate, inputs)
+        return previous
 
     def fresh_inputs(self) -> list[Any]:
         """A new set of input values, drawn like the trials' (for timing)."""

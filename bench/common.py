@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import datetime
-import json
 import platform
 import re
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
+from kforge.examples import catalog_pairs
 from rich.console import Console
 from rich.table import Table
 
@@ -20,9 +20,7 @@ def examples_dir() -> Path:
 
 def example_candidates() -> list[tuple[Path, Path]]:
     """(task file, candidate file) for every reference candidate in examples/catalog.json."""
-    root = examples_dir()
-    catalog = json.loads((root / "catalog.json").read_text())
-    return [(root / e["task_file"], root / c["file"]) for e in catalog for c in e["candidates"]]
+    return catalog_pairs()
 
 
 def kernelbench_tasks(root: Path, level: int, per_level: int | None = None) -> list[Path]:

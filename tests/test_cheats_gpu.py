@@ -7,20 +7,18 @@ Run on the device machine: ``pytest -q -m gpu``.
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
+from kforge.examples import ROOT as EXAMPLES
+from kforge.examples import catalog_pairs
 from kforge.tools.evaluate import EvalOptions, evaluate, evaluate_many
 from kforge.tools.result import Result, Status
 from kforge.tools.task import Task, load_task
 from kforge.tools.timing import CUDA_LABEL
 
 pytestmark = pytest.mark.gpu
-
-EXAMPLES = Path(__file__).parents[1] / "examples"
 
 # cheat fixture -> (task, key phrases: the rejection reasons must contain one of them)
 GPU_CHEATS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -124,20 +122,8 @@ def test_correct_candidates_have_cuda_timings(crash_batch: dict[str, Result]) ->
 
 
 def example_pairs() -> list[tuple[str, str]]:
-    """(task file, candidate file) under examples/: catalog.json when present, else by name."""
-    catalog = EXAMPLES / "catalog.json"
-    pairs = []
-    if catalog.is_file():
-        data = json.loads(catalog.read_text())
-        entries = data if isinstance(data, list) else data.get("tasks", [data])
-        for entry in entries:
-            pairs += [(entry["task_file"], cand["file"]) for cand in entry.get("candidates", [])]
-        return pairs
-    for cand in sorted((EXAMPLES / "candidates").glob("*.py")):
-        task = Path("tasks") / (cand.stem.rsplit("_", 1)[0] + ".py")
-        if (EXAMPLES / task).is_file():
-            pairs.append((str(task), f"candidates/{cand.name}"))
-    return pairs
+    """(task file, candidate file) under examples/, from its catalog."""
+    return [(str(t.relative_to(EXAMPLES)), str(c.relative_to(EXAMPLES))) for t, c in catalog_pairs()]
 
 
 @pytest.fixture(scope="module")

@@ -3,15 +3,13 @@ and the dynamic cheats invisible to it (so the runtime guards are what catches t
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from kforge.examples import catalog_pairs
 from kforge.tools.static_checks import static_cheats
 
-ROOT = Path(__file__).parents[1]
-EXAMPLES = ROOT / "examples"
 FIXTURE_TASK_SOURCE = (Path(__file__).parent / "fixtures" / "tasks" / "scale_relu.py").read_text()
 
 HONEST_FIXTURES = [
@@ -48,21 +46,8 @@ STATIC_CHEATS = [
 
 
 def example_pairs() -> list[tuple[Path, Path]]:
-    """(candidate, task) pairs of examples/: from catalog.json when present, else by file name."""
-    catalog = EXAMPLES / "catalog.json"
-    pairs = []
-    if catalog.is_file():
-        data = json.loads(catalog.read_text())
-        entries = data if isinstance(data, list) else data.get("tasks", [data])
-        for entry in entries:
-            for cand in entry.get("candidates", []):
-                pairs.append((EXAMPLES / cand["file"], EXAMPLES / entry["task_file"]))
-        return pairs
-    for cand in sorted((EXAMPLES / "candidates").glob("*.py")):
-        task = EXAMPLES / "tasks" / (cand.stem.rsplit("_", 1)[0] + ".py")
-        if task.is_file():
-            pairs.append((cand, task))
-    return pairs
+    """(candidate, task) pairs of examples/, from its catalog."""
+    return [(cand, task) for task, cand in catalog_pairs()]
 
 
 def fixture_task_source(name: str) -> str:

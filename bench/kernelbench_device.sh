@@ -15,6 +15,7 @@ NAME=${1:-kb-fp32}
 PRECISION=${2:-fp32}
 BUDGET=${3:-420}
 EXTRA=${KB_EXTRA:-}   # KB_LIMIT=N: N tasks per level (default 30). KB_EXTRA e.g. KB_EXTRA="--rounds 1 --no-confirm" to spend less device time per task
+GPUS=${KB_GPUS:+--gpus $KB_GPUS}   # KB_GPUS=0,1,2: these GPUs only, one worker each (default: every visible GPU)
 python3 -m pip install -q --no-index --find-links .whl/agent langgraph langgraph-checkpoint-sqlite langchain-core 2>&1 | tail -2
 mkdir -p /tmp/kfpath && ln -sfn "$PWD" /tmp/kfpath/kforge
 export PYTHONPATH=/tmp/kfpath PYTHONUNBUFFERED=1 KFORGE_CACHE=/tmp/kforge-cache
@@ -26,9 +27,9 @@ if [ -f "$DIR/batch.json" ]; then
 else
   ARGS=".kb --level 1,2,3 --limit ${KB_LIMIT:-30} --precision $PRECISION --out $DIR $EXTRA"
 fi
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
 t0=$(date +%s)
-eval timeout --kill-after=30 $((BUDGET + 150)) $KFORGE batch $ARGS --max-time "$BUDGET" --quiet
+eval timeout --kill-after=30 $((BUDGET + 150)) $KFORGE batch $ARGS $GPUS --max-time "$BUDGET" --quiet
 echo "batch call rc=$? after $(( $(date +%s) - t0 )) s"
 python3 - "$DIR" <<'PY'
 import json, sys

@@ -149,3 +149,29 @@ def test_optimize_without_an_endpoint_uses_the_embedded_policy(tmp_path, _cache,
 
 def _only_rewrites(self, ranker=None, *, use_ranker=True, families=None):
     self.ranker, self.families, self._analyses = None, ("fx-rewrite",), {}
+
+
+def test_a_short_memory_bound_forward_is_not_launch_bound():
+    """KernelBench L1 12 (one 0.054 ms multiply over 134 MB) was labelled launch-bound by its
+    short eager time; the three CUDA-graph candidates it got ran at 0.44-0.49x (the graph's
+    input copies double the traffic). Launch-bound now means launches take a large share."""
+    from kforge.agent.policy.features import TaskFeatures
+
+    multiply = TaskFeatures(launches=1, min_bytes=1.3e8, floor_ms=0.028, eager_ms=0.054)
+    resnet18 = TaskFeatures(launches=108, floor_ms=0.108, eager_ms=1.64, bound="compute")
+    assert not multiply.launch_bound
+    assert resnet18.launch_bound and not resnet18.compute_bound
+    assert TaskFeatures(launches=40, floor_ms=0.01).launch_bound  # no eager time: the floor decides
+
+
+def test_max_autotune_is_skipped_where_autotuning_outlasts_an_evaluation():
+    from kforge.agent.policy.features import TaskFeatures
+    from kforge.agent.policy.strategies import compile_modes
+
+    def families(launches: int) -> set[str]:
+        features = TaskFeatures(launches=launches, ops={"convolution": launches}, conv_dims=2)
+        return {s.family for s in compile_modes.specs(features, "cuda")}
+
+    assert "compile-max-autotune" in families(245)  # MobileNetV2: max-autotune won, 2.2x
+    assert {"compile-max-autotune", "compile-max-autotune-no-cudagraphs"}.isdisjoint(families(378))
+    assert "compile-default" in families(378)

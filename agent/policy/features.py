@@ -22,6 +22,7 @@ from ...tools.task import Task, import_file
 
 ASSUMED_GPU = "H100-SXM"
 LAUNCH_US = 5.0  # what one kernel launch costs eagerly, host side, in microseconds
+LAUNCH_SHARE = 0.25  # launch-bound: launches take more than this share of the eager time
 CONV_OPS = ("convolution", "conv1d", "conv2d", "conv3d", "conv_transpose", "cudnn_convolution")
 MATMUL_OPS = ("mm", "bmm", "addmm", "matmul", "linear", "baddbmm", "addmv", "mv", "dot", "einsum")
 NORM_OPS = ("batch_norm", "layer_norm", "group_norm", "instance_norm", "native_batch_norm")
@@ -94,11 +95,15 @@ class TaskFeatures:
 
     @property
     def launch_bound(self) -> bool:
-        """Launch overhead exceeds the roofline floor: CUDA graphs pay off."""
-        if self.eager_ms is not None and self.eager_ms < 0.1:
-            return True
+        """Kernel launches are a large share of the forward's time: CUDA graphs pay off. With
+        a measured eager time, a quarter of it; without, twice the roofline floor. (A short
+        forward is not launch-bound by being short: one 0.05 ms multiply is memory-bound, and
+        a graph's input copies double its traffic.)"""
+        launch_ms = self.launches * LAUNCH_US * 1e-3
+        if self.eager_ms is not None:
+            return launch_ms > LAUNCH_SHARE * self.eager_ms
         floor = self.floor_ms if self.floor_ms is not None else 0.0
-        return self.launches * LAUNCH_US * 1e-3 > 2.0 * floor
+        return launch_ms > 2.0 * floor
 
     @property
     def compute_bound(self) -> bool:

@@ -45,6 +45,10 @@ class TaskAnalysis:
 
 def analyse_task(task: Task, features: TaskFeatures) -> TaskAnalysis:
     analysis = TaskAnalysis(features=features, views=".view(" in task.source)
+    if compile_modes.too_big_to_autotune(features):
+        analysis.notes.append(
+            f"max-autotune skipped: {features.launches} ops to autotune (limit {compile_modes.MAX_AUTOTUNE_OPS})"
+        )
     if features.error:
         analysis.notes.append(f"no FX analysis: {features.error}")
         return analysis

@@ -8,7 +8,7 @@ import statistics
 import subprocess
 import sys
 
-from kforge.agent.policy.ranker import fit, fixed_order, load_model, ndcg
+from kforge.agent.policy.ranker import Example, fit, fit_with_prior, fixed_order, load_model, ndcg
 from kforge.agent.policy.ranker_data import load_examples
 from kforge.agent.policy.ranker_synth import synth_tasks, write_store
 
@@ -63,8 +63,31 @@ def test_train_ranker_command(tmp_path):
     )
     assert weighted.returncode == 0, weighted.stderr
     data = json.loads(out.read_text())
+    assert data["counts"]["compile-default"] == 30, "measured 30 times: fit on the measurements alone"
+    prior_fitted = subprocess.run(
+        [*cmd, str(tmp_path / "runs"), "--out", str(out), "--real-weight", "3", "--min-measured", "31"],
+        capture_output=True,
+        text=True,
+    )
+    assert prior_fitted.returncode == 0, prior_fitted.stderr
+    data = json.loads(out.read_text())
     assert data["counts"]["compile-default"] == 90 and data["metadata"]["real_weight"] == 3
     bad = subprocess.run(cmd, capture_output=True, text=True)
     assert bad.returncode == 2 and "give run folders" in bad.stderr
     missing = subprocess.run([*cmd, str(tmp_path / "nope")], capture_output=True, text=True)
     assert missing.returncode == 2 and "no such run folder" in missing.stderr
+
+
+def test_the_prior_only_fills_in_families_measured_too_rarely():
+    """Measured: compile-default is slow on these tasks (6 examples), fx-rewrite was measured
+    once. The synthetic prior says both are fast. compile-default follows the measurements,
+    fx-rewrite the prior (with its one measurement beside it)."""
+    x = [1.0] + [0.0] * 12
+    measured = [Example(f"t{i}", "compile-default", x, -0.5) for i in range(6)]
+    measured.append(Example("t0", "fx-rewrite", x, 3.0))
+    prior = [Example(f"s{i}", f, x, 2.0) for i in range(20) for f in ("compile-default", "fx-rewrite")]
+    model = fit_with_prior(measured, prior)
+    assert abs(model.score("compile-default", x) + 0.5) < 0.01
+    assert 1.9 < model.score("fx-rewrite", x) < 2.2
+    assert model.counts == {"compile-default": 6, "fx-rewrite": 21}
+    assert model.metadata["measured_families"] == ["compile-default"]

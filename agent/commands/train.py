@@ -30,11 +30,14 @@ def ranker_command(
     seed: Annotated[int, typer.Option(help="seed of the synthetic tasks")] = 0,
     ridge: Annotated[float, typer.Option(min=0.0, help="L2 penalty of the per-family regressions")] = 0.3,
     real_weight: Annotated[
-        int, typer.Option(min=1, help="each measured (non-synthetic) example counts this many times")
+        int, typer.Option(min=1, help="measured examples of a prior-fitted family count this many times")
     ] = 1,
+    min_measured: Annotated[
+        int, typer.Option(min=1, help="families measured this often are fit on measurements alone")
+    ] = 5,
 ) -> None:
     """Fit the strategy ranker; prints how many examples per family it saw."""
-    from ..policy.ranker import fit
+    from ..policy.ranker import fit_with_prior
     from ..policy.ranker_data import load_examples
     from ..policy.ranker_synth import synth_tasks, write_store
 
@@ -44,21 +47,24 @@ def ranker_command(
         raise typer.Exit(2)
     sources = [str(p) for p in runs or []]
     try:
-        examples = load_examples(runs or []) * real_weight
+        measured = load_examples(runs or [])
     except (FileNotFoundError, ValueError) as err:
         console.print(f"[red]error:[/] {escape(str(err))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
+    prior = []
     if synthetic:
         with tempfile.TemporaryDirectory() as tmp:
             db = Path(tmp) / "trajectories.db"
             write_store(db, synth_tasks(synthetic, seed))
-            examples += load_examples([db])
+            prior = load_examples([db])
         sources.append(f"synthetic: {synthetic} tasks, seed {seed} (kforge.agent.policy.ranker_synth)")
-    if not examples:
+    if not measured and not prior:
         console.print("[red]error:[/] no embedded-policy trajectories with features found", highlight=False)
         raise typer.Exit(2)
     meta = {"sources": sources, "synthetic": synthetic > 0, "real_weight": real_weight}
-    model = fit(examples, ridge=ridge, metadata=meta)
+    model = fit_with_prior(
+        measured, prior, ridge=ridge, min_measured=min_measured, measured_weight=real_weight, metadata=meta
+    )
     model.save(out)
     for family, count in sorted(model.counts.items()):
         console.print(f"{family}: {count} examples")

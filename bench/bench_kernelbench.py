@@ -1,9 +1,9 @@
-"""KernelBench with the embedded policy: the summary tables of one or two batch folders
-(strict fp32, and optionally tf32-allowed) beside torch.compile (default) and eager measured
-in the same runs, and the issue's bar checked. Writes the markdown for docs/benchmarks.md.
+"""KernelBench with the embedded policy: the summary table of each batch folder (titled by
+its precision class: strict fp32, tf32 allowed, ...) beside torch.compile (default) and eager
+measured in the same runs, and the issue's bar checked on the strict fp32 ones. Writes the markdown for docs/benchmarks.md.
 
     kforge batch KB --level 1,2,3 --limit 30 --device cuda --out runs/kb-fp32
-    python bench/bench_kernelbench.py runs/kb-fp32 [--tf32 runs/kb-tf32] [--md kernelbench.md]
+    python bench/bench_kernelbench.py runs/kb-fp32 [runs/kb-tf32 ...] [--md kernelbench.md]
 """
 
 from __future__ import annotations
@@ -71,31 +71,44 @@ def bar_check(overall: dict[str, Any]) -> list[str]:
     for name, need in BAR.items():
         value = got[name]
         ok = value is not None and value >= need
-        out.append(f"- {name}: {_f(value)} (bar {need}) {'met' if ok else 'NOT met'}")
+        shown = f"{value:.3f}" if value is not None else "-"
+        out.append(f"- {name}: {shown} (bar {need}) {'met' if ok else 'NOT met'}")
     out.append(f"- cheats among reported results: {overall['reported_cheats']} (bar 0)")
     return out
 
 
+PRECISION_TITLE = {
+    "fp32": "strict fp32",
+    "tf32": "tf32 allowed",
+    "bf16": "bf16 allowed",
+    "fp16": "fp16 allowed",
+}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("fp32", type=Path, help="batch folder run under strict fp32")
-    parser.add_argument("--tf32", type=Path, help="batch folder run with --precision tf32")
+    parser.add_argument("folders", type=Path, nargs="+", help="batch folders (each titled by its precision)")
     parser.add_argument("--md", type=Path, default=Path("kernelbench_tables.md"))
     args = parser.parse_args()
     md = ["## KernelBench, embedded policy", ""]
-    for title, folder in (("strict fp32", args.fp32), ("tf32 allowed", args.tf32)):
-        if folder is None:
-            continue
-        groups = summary(read_lines(folder))
+    for folder in args.folders:
+        lines = read_lines(folder)
+        groups = summary(lines)
         meta = json.loads((folder / "batch.json").read_text()) if (folder / "batch.json").is_file() else {}
+        precision = meta.get("settings", {}).get("precision", "fp32")
+        title = PRECISION_TITLE.get(precision, precision)
+        selected = len(meta.get("tasks", [])) or len(lines)
         print_table(f"KernelBench, embedded policy, {title} ({folder})", COLUMNS, rows(groups))
         md += markdown(
-            f"{title} ({len(meta.get('tasks', []))} tasks; selection {meta.get('selection')})", groups
+            f"{title} ({len(lines)} of {selected} selected tasks measured; selection {meta.get('selection')})",
+            groups,
         )
-        md += ["Bar (strict fp32 only):" if title == "strict fp32" else "", *bar_check(groups["overall"]), ""]
+        if precision == "fp32":
+            md += ["Bar (strict fp32 only):", *bar_check(groups["overall"]), ""]
     md += [
         "Speedups are geometric means over correct tasks (real speedups, below 1x counted as such); eager and",
-        "torch.compile (default mode) are each task's baseline, measured once per task in the same run.",
+        "torch.compile (default mode) are each task's baseline, measured once per task in the same run, under",
+        "the batch's precision class (with tf32 allowed, eager runs with TF32 too).",
     ]
     args.md.write_text("\n".join(md) + "\n")
     print("\n".join(md))

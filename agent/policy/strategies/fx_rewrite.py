@@ -106,10 +106,16 @@ def sum_of_linear(gm: torch.fx.GraphModule) -> int:
             continue
         x, weight, bias = parts
         g = gm.graph
+        # Summed in float64 and rounded once at the end: summing the weight's rows first
+        # cancels, and in float32 the GEMV's error was 3x the GEMM's (KernelBench L2 18 failed
+        # the strict 1e-4 check); the float64 reads are a GEMV's, not a GEMM's.
+        wide: dict[str, torch.fx.node.Argument] = {"dim": 0, "keepdim": True, "dtype": torch.float64}
         with g.inserting_before(node):
-            w_sum = g.call_function(torch.sum, (weight,), {"dim": 0, "keepdim": True})
-            b_sum = g.call_function(torch.sum, (bias,), {"dim": 0, "keepdim": True}) if bias else None
-            out = g.call_function(torch.nn.functional.linear, (x, w_sum, b_sum))
+            w_sum = g.call_function(torch.sum, (weight,), wide)
+            b_sum = g.call_function(torch.sum, (bias,), wide) if bias else None
+            x64 = g.call_method("double", (x,))
+            out = g.call_function(torch.nn.functional.linear, (x64, w_sum, b_sum))
+            out = g.call_method("type_as", (out, x))
             for op in reversed(chain):
                 out = g.call_function(op.target, (out, op.args[1]))  # type: ignore[arg-type]
             if not _arg(node, 2, "keepdim", False):

@@ -27,6 +27,7 @@ GPU_CHEATS: dict[str, tuple[str, tuple[str, ...]]] = {
     "cache_in_self": ("scale_relu", ("cached",)),
     "cache_after_warmup": ("scale_relu", ("cached",)),
     "timing_aware": ("scale_relu", ("",)),
+    "stale_after_warmup": ("scale_relu", ("stale or cached",)),
     "inplace_inputs": ("scale_relu", ("inputs modified in place",)),
     "subclass_output": ("scale_relu", ("tensor subclass",)),
     "lazy_output": ("scale_relu", ("tensor subclass", "no storage")),

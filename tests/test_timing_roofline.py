@@ -194,3 +194,28 @@ def test_peak_tflops_by_precision() -> None:
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU answer")
 def test_detect_gpu_without_cuda() -> None:
     assert detect_gpu() is None
+
+
+def test_interleaved_timing_spreads_drift_over_every_callable():
+    """The machine slows down while timing goes on (other workers' compiles): timed one after
+    the other, the second of two identical callables looks twice as slow; interleaved, not."""
+    calls = [0]
+
+    def work():
+        calls[0] += 1
+        time.sleep(0.001 + 0.0001 * calls[0])
+
+    cpu = torch.device("cpu")
+    blocks = {name: Timer(cpu, trials=20, warmup=0).time(work) for name in "ab"}
+    assert blocks["b"].median_ms > 1.5 * blocks["a"].median_ms
+    calls[0] = 0
+    switched: list[str] = []
+    last: dict[str, object] = {}
+    both = Timer(cpu, trials=20, warmup=0).time_many(
+        {"a": work, "b": work},
+        before_each={"a": lambda: switched.append("a")},
+        on_last=lambda name, out: last.setdefault(name, out),
+    )
+    assert 0.9 < both["a"].median_ms / both["b"].median_ms < 1.1
+    assert both["a"].trials == both["b"].trials == 20 and len(switched) == 20
+    assert set(last) == {"a", "b"}

@@ -231,15 +231,16 @@ def strict_recheck(job: Job, verifier: Verifier, result: Result, spec: dict[str,
 
 class InputSwitcher:
     """Alternates the values held by the input tensors between two sets that verification
-    never used, outside the timed region: a candidate that returns a result it computed
-    earlier (during verification, warm-up or the previous timed call) while it is timed gives
-    a wrong output on the last timed call, whatever the number of calls."""
+    never used, outside the timed region, from the first timed call on; the warm-up runs on
+    the last verified values. A candidate that returns a result it computed earlier (during
+    verification, warm-up or the previous timed call) while it is timed gives a wrong output
+    on the last timed call, whatever the number of calls. (With the warm-up on one of the two
+    sets, an even number of timed calls ended on the warm-up's values.)"""
 
     def __init__(self, inputs: list[Any], first: list[Any], second: list[Any]) -> None:
         self.inputs = inputs
         self.sets = [first, second]
-        self.turn = 0
-        self._load()
+        self.turn = 1  # the first call loads ``first``
 
     def __call__(self) -> None:
         self.turn ^= 1
@@ -260,8 +261,9 @@ def time_all(
     compile_baseline: bool,
     switcher: InputSwitcher | None = None,
 ) -> dict[str, Timing]:
-    """Candidate, eager and torch.compile timed in this worker, in a random order. The
-    candidate's last timed output is kept in ``job.timed_output``."""
+    """Candidate, eager and torch.compile timed in this worker, interleaved (each round runs
+    each once, from a random first order). The candidate's last timed output and the inputs
+    it got are kept in ``job.timed_output`` and ``job.timed_inputs``."""
     entries: dict[str, Callable[[], Any]] = {
         "candidate": cand_fn,
         "eager": _no_grad(lambda: reference(*inputs)),
@@ -276,14 +278,17 @@ def time_all(
             job.note(f"torch.compile baseline failed: {type(err).__name__}: {err}")
     order = list(entries)
     random.Random(job.spec["seed"]).shuffle(order)
-    job.note(f"timing order: {', '.join(order)} ({timer.label})")
-    timings = {}
-    for name in order:
-        timings[name] = timer.time(entries[name], before_each=switcher)
-        if name == "candidate":  # what it returned, and on which input values
-            job.timed_output = clone(timer.last_output)
+    job.note(f"timing: interleaved rounds, first order {', '.join(order)} ({timer.label})")
+
+    def keep(name: str, output: Any) -> None:  # the candidate's last timed output and its inputs
+        if name == "candidate":
+            job.timed_output = clone(output)
             job.timed_inputs = clone(inputs)
-    return timings
+
+    # Only the candidate's runs switch the input values: its consecutive calls always see
+    # different values, whatever ran in between.
+    entries = {name: entries[name] for name in order}
+    return timer.time_many(entries, before_each={"candidate": switcher}, on_last=keep)
 
 
 def run_baseline(spec: dict[str, Any]) -> Result:

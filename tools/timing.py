@@ -51,16 +51,43 @@ class Timer:
         """Median and spread of ``fn``'s time. ``before_each`` runs outside the timed region
         before every run (the evaluator changes the input values there); the output of the
         last run is kept in ``last_output``."""
-        for _ in range(self.warmup):
-            fn()
+        return self.time_many({"fn": fn}, before_each={"fn": before_each})["fn"]
+
+    def time_many(
+        self,
+        entries: dict[str, Callable[[], Any]],
+        *,
+        before_each: dict[str, Callable[[], None] | None] | None = None,
+        on_last: Callable[[str, Any], None] | None = None,
+    ) -> dict[str, Timing]:
+        """Several callables timed interleaved: round r runs each once, in the given order
+        rotated by r. Whatever drifts while they are timed (host load from other workers'
+        compiles, clocks) then falls on all of them alike; timed one after another, a launch-
+        bound eager forward measured 1.8 to 2.8 ms beside different candidates in one batch.
+        ``before_each[name]`` runs outside the timed region before each of that callable's
+        runs; ``on_last(name, output)`` gets each callable's output in the final round."""
+        names = list(entries)
+        befores = before_each or {}
+        for name in names:
+            for _ in range(self.warmup):
+                entries[name]()
         self.sync()
-        samples: list[float] = []
-        budget_end = _perf_counter() + self.max_seconds
-        while len(samples) < self.trials and (len(samples) < 10 or _perf_counter() < budget_end):
-            if before_each is not None:
-                before_each()
-            samples.append(self._one(fn))
-        return summarize(samples)
+        samples: dict[str, list[float]] = {name: [] for name in names}
+        budget_end = _perf_counter() + self.max_seconds * len(names)
+        rounds = 0
+        while True:
+            last = rounds + 1 >= self.trials or (rounds + 1 >= 10 and _perf_counter() >= budget_end)
+            for i in range(len(names)):
+                name = names[(rounds + i) % len(names)]
+                before = befores.get(name)
+                if before is not None:
+                    before()
+                samples[name].append(self._one(entries[name]))
+                if last and on_last is not None:
+                    on_last(name, self.last_output)
+            rounds += 1
+            if last:
+                return {name: summarize(samples[name]) for name in names}
 
     def _one(self, fn: Callable[[], Any]) -> float:
         if self._flush is None:

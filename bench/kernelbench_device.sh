@@ -5,6 +5,9 @@
 #   carry: [".kb", ".whl/agent", ".carry/kb"]     (.carry/kb holds the batch folders between calls)
 #   command: bash bench/kernelbench_device.sh kb-fp32 fp32 420
 #   then here: mkdir -p .carry/kb && tar xzf <files_at>/kb-fp32.tgz -C .carry/kb
+#   (before the next call: it resumes from the carried folder, so a call made without
+#   unpacking the last one's redoes that call's tasks in a second lineage)
+#   Several GPUs (nvidia-h200-x8): KB_GPUS=0,1,...,7, one batch worker per GPU.
 #
 # Arguments: batch name, precision class (fp32 or tf32), seconds after which no new task starts.
 # The selection (fixed when the batch is created): levels 1-3, the first 30 tasks of each level

@@ -175,9 +175,23 @@ def _confirm(task: Task, source: str, settings: RunSettings, trials: int) -> Res
     return BatchEvaluator(trials).evaluate_many(task, [source], options)[0]
 
 
-def _worker(gpu: int | None, options: BatchOptions, tasks: Any, results: Any, deadline: float | None) -> None:
+def share_of_host(workers: int, cpus: int | None = None) -> dict[str, str]:
+    """Environment for one of ``workers`` batch workers on one host: each gets its share of
+    the cores for Inductor's compile threads (by default every worker would start one per
+    core, 8 x 128 on an 8-GPU host, while another worker times a host-bound forward).
+    Variables the user set are kept."""
+    share = max(1, (cpus or os.cpu_count() or 1) // max(1, workers))
+    wanted = {"TORCHINDUCTOR_COMPILE_THREADS": str(share)}
+    return {k: v for k, v in wanted.items() if k not in os.environ}
+
+
+def _worker(
+    gpu: int | None, options: BatchOptions, tasks: Any, results: Any, deadline: float | None, workers: int = 1
+) -> None:
     if gpu is not None:  # this process only ever sees its own GPU
         os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    if workers > 1:
+        os.environ.update(share_of_host(workers))
     while deadline is None or time.time() < deadline:
         entry = tasks.get()
         if entry is None:
@@ -225,7 +239,7 @@ def run_batch(
         tasks.put(None)
     deadline = time.time() + options.max_time_s if options.max_time_s is not None else None
     workers = [
-        ctx.Process(target=_worker, args=(gpu, options, tasks, results, deadline), daemon=True)
+        ctx.Process(target=_worker, args=(gpu, options, tasks, results, deadline, len(gpus)), daemon=True)
         for gpu in gpus
     ]
     for w in workers:

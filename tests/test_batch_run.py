@@ -102,3 +102,13 @@ def test_killed_batch_resumes_without_redoing_finished_tasks(tmp_path, env):
     after = _lines(out)
     assert [x["task"] for x in after] == ["1_not_a_task", "2_linear_sum", "3_softmax_rows"]
     assert after[:2] == before and after[2]["status"] == "ok"
+
+
+def test_each_batch_worker_gets_its_share_of_the_host_for_compiling(monkeypatch):
+    from kforge.agent.batch import share_of_host
+
+    monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
+    assert share_of_host(8, cpus=128) == {"TORCHINDUCTOR_COMPILE_THREADS": "16"}
+    assert share_of_host(3, cpus=2) == {"TORCHINDUCTOR_COMPILE_THREADS": "1"}
+    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "4")  # the user's setting stays
+    assert share_of_host(8, cpus=128) == {}

@@ -150,3 +150,40 @@ def test_memory_watchdog_kills_a_worker_without_an_address_limit(
     assert outcome.result is None
     assert outcome.crash_reason == "exceeded the host memory limit"
     assert outcome.elapsed_s < 110
+
+
+def test_the_next_worker_is_started_ahead_and_serves_one_job(
+    scale_relu: Task, fixture_source: Callable[[str], str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kforge.tools import sandbox
+
+    sandbox._end_spare()
+    candidate = tmp_path / "candidate.py"
+    candidate.write_text(fixture_source("candidates/scale_relu_torch.py"))
+    job = {
+        "mode": "eval", "device": "cpu", "precision": "fp32", "trials": 2, "timing_trials": 3,
+        "compile_baseline": False, "seed": 0, "task_path": str(scale_relu.path),
+        "candidate_path": str(candidate), "backend": "torch-only", "source_hash": "test",
+    }  # fmt: skip
+    limits = Limits(timeout_s=120.0, memory_limit_gb=4.0)
+    env = clean_env({"CUDA_VISIBLE_DEVICES": "", "KFORGE_TEST_SPARE": str(tmp_path)})
+
+    def run(name: str, env: dict[str, str] = env) -> WorkerOutcome:
+        outcome = run_worker(job, tmp_path / name, limits, env)
+        assert outcome.result is not None and outcome.result["status"] == "ok", outcome.log
+        assert "phases:" in outcome.result["log"] and "network:" in outcome.log  # its own log, whole
+        return outcome
+
+    assert not run("first").prestarted
+    second = run("second")
+    assert second.prestarted and (tmp_path / "second" / "worker.log").is_file()
+    assert sandbox._spare is not None and sandbox._spare.proc.poll() is None, "the next one waits"
+    sandbox._spare.proc.kill()  # a spare that died while waiting: a fresh worker instead
+    sandbox._spare.proc.wait()
+    assert not run("after-kill").prestarted
+    assert not run("other-env", env | {"KFORGE_TEST_OTHER": "1"}).prestarted, (
+        "a spare only serves its own env"
+    )
+    monkeypatch.setenv("KFORGE_SPARE_WORKER", "0")
+    sandbox._end_spare()
+    assert not run("off").prestarted and sandbox._spare is None

@@ -5,10 +5,17 @@ scratch folder, with secrets removed from its environment, CPU-time and memory l
 and a fresh network namespace where the operating system allows one. A crash, a hang,
 an illegal memory access or running out of memory ends that worker only; the caller
 gets a :class:`WorkerOutcome` saying which, with the worker's own log.
+
+Evaluations run one after another, and a fresh worker spends seconds importing torch
+before it does anything. So while one runs, the next is started, at the lowest CPU
+priority (``worker --wait``). It imports, and then waits on its stdin for a job. It is a
+new process that has run nothing yet, with the same environment and limits; it serves
+only one job. ``KFORGE_SPARE_WORKER=0`` turns this off.
 """
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import dataclasses
 import json
@@ -18,6 +25,7 @@ import resource
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -47,6 +55,7 @@ class WorkerOutcome:
     out_of_memory: bool
     elapsed_s: float
     log: str  # the tail of the worker's stdout and stderr
+    prestarted: bool = False  # served by a worker started (and imported) ahead of the job
 
     @property
     def crash_reason(self) -> str:
@@ -69,8 +78,10 @@ def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def _preexec(limits: Limits) -> None:  # pragma: no cover - runs in the child before exec
+def _preexec(limits: Limits, nice: bool = False) -> None:  # pragma: no cover - runs in the child
     os.setsid()  # own process group: a hang is killed with everything it started
+    if nice:  # a spare imports at the lowest priority beside the job that is running
+        os.nice(19)
     cpu = int(limits.cpu_time_s or 2 * limits.timeout_s + 30)
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
     if limits.limit_address_space:
@@ -81,6 +92,94 @@ def _preexec(limits: Limits) -> None:  # pragma: no cover - runs in the child be
         libc = ctypes.CDLL(None, use_errno=True)
         flags = CLONE_NEWNET if os.geteuid() == 0 else CLONE_NEWUSER | CLONE_NEWNET
         libc.unshare(flags)  # where the OS refuses, the worker reports "network: shared"
+
+
+SPARE_MODES = ("eval", "baseline")  # the jobs that come one after another
+
+
+@dataclasses.dataclass
+class _Spare:
+    proc: subprocess.Popen[bytes]
+    key: tuple[Any, ...]
+    log_path: Path
+
+
+_spare: _Spare | None = None
+_spare_lock = threading.Lock()
+
+
+def _spares_on() -> bool:
+    return os.environ.get("KFORGE_SPARE_WORKER", "1") != "0"
+
+
+def _key(limits: Limits, env: dict[str, str]) -> tuple[Any, ...]:
+    return (sys.executable, dataclasses.astuple(limits), tuple(sorted(env.items())))
+
+
+def _take_spare(key: tuple[Any, ...]) -> _Spare | None:
+    """The waiting worker, if it was started for this environment and limits and is alive."""
+    global _spare
+    with _spare_lock:
+        spare, _spare = _spare, None
+    if spare is None:
+        return None
+    if spare.key == key and spare.proc.poll() is None:
+        return spare
+    _discard(spare)
+    return None
+
+
+def _start_spare(key: tuple[Any, ...], limits: Limits, env: dict[str, str], where: Path) -> None:
+    global _spare
+    with _spare_lock:
+        if _spare is not None:
+            return
+        log_path = where / f"spare-{os.getpid()}-{time.monotonic_ns()}.log"
+        with open(log_path, "wb") as log_file:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "kforge.tools.worker", "--wait"],
+                cwd=where,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                # Lowered only where the job can get its priority back (root).
+                preexec_fn=lambda: _preexec(limits, nice=os.geteuid() == 0),
+            )
+        _spare = _Spare(proc, key, log_path)
+
+
+def _discard(spare: _Spare) -> None:
+    _kill_group(spare.proc)
+    spare.proc.wait()
+    if spare.proc.stdin is not None:
+        spare.proc.stdin.close()
+    spare.log_path.unlink(missing_ok=True)
+
+
+def _hand_over(spare: _Spare, job_path: Path) -> bool:
+    """Give the waiting worker its job; False when it is gone."""
+    try:
+        assert spare.proc.stdin is not None
+        spare.proc.stdin.write(f"{job_path}\n".encode())
+        spare.proc.stdin.close()
+    except (BrokenPipeError, OSError):
+        _discard(spare)
+        return False
+    if os.geteuid() == 0:  # from now on it runs at normal priority, like a fresh worker
+        try:
+            os.setpriority(os.PRIO_PROCESS, spare.proc.pid, 0)
+        except ProcessLookupError:
+            pass
+    return True
+
+
+@atexit.register
+def _end_spare() -> None:
+    global _spare
+    spare, _spare = _spare, None
+    if spare is not None:
+        _discard(spare)
 
 
 def run_worker(
@@ -98,18 +197,28 @@ def run_worker(
     result_path = scratch / RESULT_FILE
     result_path.unlink(missing_ok=True)
     log_path = scratch / LOG_FILE
+    spares = prefix is None and job.get("mode") in SPARE_MODES and _spares_on()
+    key = _key(limits, env)
+    spare = _take_spare(key) if spares else None
+    if spare is not None and not _hand_over(spare, job_path):
+        spare = None
     start = time.monotonic()
     timed_out = out_of_memory = False
     with open(log_path, "wb") as log_file:
-        proc = subprocess.Popen(
-            [*(prefix or []), sys.executable, "-m", "kforge.tools.worker", str(job_path)],
-            cwd=scratch,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            preexec_fn=lambda: _preexec(limits),
-        )
+        if spare is not None:
+            proc = spare.proc
+        else:
+            proc = subprocess.Popen(
+                [*(prefix or []), sys.executable, "-m", "kforge.tools.worker", str(job_path)],
+                cwd=scratch,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                preexec_fn=lambda: _preexec(limits),
+            )
+        if spares:  # the next job's worker imports while this one runs
+            _start_spare(key, limits, env, scratch.parent)
         mem_limit_kb = limits.memory_limit_gb * 2**20
         while proc.poll() is None:
             if time.monotonic() - start > limits.timeout_s:
@@ -121,6 +230,8 @@ def run_worker(
                 break
             time.sleep(0.05)
         proc.wait()
+    if spare is not None:
+        os.replace(spare.log_path, log_path)
     result = None
     if result_path.exists():
         try:
@@ -134,6 +245,7 @@ def run_worker(
         out_of_memory=out_of_memory,
         elapsed_s=time.monotonic() - start,
         log=_tail(log_path),
+        prestarted=spare is not None,
     )
 
 

@@ -1,4 +1,6 @@
-"""Worker entry point: ``python -m kforge.tools.worker JOB.json``.
+"""Worker entry point: ``python -m kforge.tools.worker JOB.json``, or ``--wait`` for a
+worker started ahead of its job: it imports torch and the runner, then reads the job's path
+from stdin (nothing: it exits) and runs in the job's folder.
 
 Reads one job, runs it, and writes ``result.json`` beside the job. Anything that kills
 the process (a segfault, an illegal memory access, the time limit) leaves no result, and
@@ -59,5 +61,15 @@ def run(job_path: str) -> int:
     return 0
 
 
+def wait_for_job() -> int:
+    from . import runner  # noqa: F401  (the imports are what starting ahead saves)
+
+    line = sys.stdin.readline().strip()
+    if not line:
+        return 0  # the parent went away without a job
+    os.chdir(Path(line).parent)
+    return main(line)
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(wait_for_job() if sys.argv[1] == "--wait" else main(sys.argv[1]))

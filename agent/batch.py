@@ -180,9 +180,10 @@ def share_of_host(workers: int, cpus: int | None = None) -> dict[str, str]:
     the cores for Inductor's compile threads (by default every worker would start one per
     core, 8 x 128 on an 8-GPU host, while another worker times a host-bound forward).
     Variables the user set are kept."""
+    if "TORCHINDUCTOR_COMPILE_THREADS" in os.environ:
+        return {}
     share = max(1, (cpus or os.cpu_count() or 1) // max(1, workers))
-    wanted = {"TORCHINDUCTOR_COMPILE_THREADS": str(share)}
-    return {k: v for k, v in wanted.items() if k not in os.environ}
+    return {"TORCHINDUCTOR_COMPILE_THREADS": str(share)}
 
 
 def _worker(

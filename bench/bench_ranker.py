@@ -67,37 +67,34 @@ def main() -> None:
         tasks[ex.task][ex.family] = ex.log2_speedup
         vectors[ex.task] = ex.features
     tasks = {t: m for t, m in tasks.items() if len(m) > 1}  # one measured family: nothing to rank
+    if not tasks:
+        sys.exit(
+            "no task with two or more measured families in RUNS: give batch or run folders with trajectories"
+        )
 
-    def held_out(weight: int | None) -> Chooser:
+    def held_out(fit_model: Callable[[list[Example]], RankerModel]) -> Chooser:
+        """Ranks a task's families with a model fit without that task (one fit per task)."""
         cache: dict[str, RankerModel] = {}
 
         def choose(task: str, families: list[str], vector: list[float]) -> str:
             if task not in cache:
-                others: list[Example] = [e for e in real if e.task != task] * (weight or 0)
-                cache[task] = fit(synthetic + others)
+                cache[task] = fit_model([e for e in real if e.task != task])
             return cache[task].order(families, vector)[0]
 
         return choose
 
-    def held_out_prior(use_prior: bool) -> Chooser:  # the shipped recipe (fit_with_prior)
-        cache: dict[str, RankerModel] = {}
-
-        def choose(task: str, families: list[str], vector: list[float]) -> str:
-            if task not in cache:
-                others = [e for e in real if e.task != task]
-                cache[task] = fit_with_prior(others, synthetic if use_prior else [])
-            return cache[task].order(families, vector)[0]
-
-        return choose
+    def mixed(weight: int) -> Chooser:  # synthetic plus measured x weight, every family
+        return held_out(lambda others: fit(synthetic + others * weight))
 
     rows = [("fixed order (no model)", *evaluate(lambda t, f, v: fixed_order(f)[0], tasks, vectors))]
-    rows.append(("synthetic only", *evaluate(held_out(None), tasks, vectors)))
-    rows.append(("measured only", *evaluate(held_out_prior(False), tasks, vectors)))
+    rows.append(("synthetic only", *evaluate(mixed(0), tasks, vectors)))
     rows.append(
-        ("measured, synthetic prior for rare families", *evaluate(held_out_prior(True), tasks, vectors))
+        ("measured only", *evaluate(held_out(lambda others: fit_with_prior(others, [])), tasks, vectors))
     )
+    shipped = held_out(lambda others: fit_with_prior(others, synthetic))  # how the shipped model is fit
+    rows.append(("measured, synthetic prior for rare families", *evaluate(shipped, tasks, vectors)))
     for w in (int(x) for x in args.real_weight.split(",")):
-        rows.append((f"synthetic + measured x{w}", *evaluate(held_out(w), tasks, vectors)))
+        rows.append((f"synthetic + measured x{w}", *evaluate(mixed(w), tasks, vectors)))
     print(header(" ".join(sys.argv)))
     print(f"{len(real)} measured candidates on {len(tasks)} tasks with two or more families measured")
     print_table("ranker, leave one task out", ["model", "first pick best", "mean regret (log2)"], rows)

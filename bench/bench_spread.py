@@ -12,17 +12,16 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import examples_dir, header, print_table
+from common import header, print_table
+from kforge.examples import ROOT as EXAMPLES
 from kforge.tools.evaluate import EvalOptions, evaluate
 from kforge.tools.task import load_task
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("task", type=Path, nargs="?", default=examples_dir() / "tasks/softmax.py")
-    parser.add_argument(
-        "candidate", type=Path, nargs="?", default=examples_dir() / "candidates/softmax_triton.py"
-    )
+    parser.add_argument("task", type=Path, nargs="?", default=EXAMPLES / "tasks/softmax.py")
+    parser.add_argument("candidate", type=Path, nargs="?", default=EXAMPLES / "candidates/softmax_triton.py")
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
     task = load_task(args.task)

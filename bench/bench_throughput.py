@@ -21,7 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
-from common import example_candidates, header, print_table
+from common import header, print_table
+from kforge.examples import catalog_pairs
 from kforge.tools.evaluate import EvalOptions, build, evaluate_many
 from kforge.tools.hardware import detect_gpu
 from kforge.tools.result import Result
@@ -65,7 +66,7 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, help="cache folder (default: a new, empty one)")
     parser.add_argument("--only", help="comma-separated candidate file names to evaluate")
     args = parser.parse_args()
-    pairs = example_candidates()[: args.limit]
+    pairs = catalog_pairs()[: args.limit]
     if args.only:
         pairs = [p for p in pairs if p[1].name in args.only.split(",")]
     if args.device == "cpu":

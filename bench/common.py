@@ -6,21 +6,10 @@ import datetime
 import platform
 import re
 from collections.abc import Sequence
-from importlib import resources
 from pathlib import Path
 
-from kforge.examples import catalog_pairs
 from rich.console import Console
 from rich.table import Table
-
-
-def examples_dir() -> Path:
-    return Path(str(resources.files("kforge.examples")))
-
-
-def example_candidates() -> list[tuple[Path, Path]]:
-    """(task file, candidate file) for every reference candidate in examples/catalog.json."""
-    return catalog_pairs()
 
 
 def kernelbench_tasks(root: Path, level: int, per_level: int | None = None) -> list[Path]:

@@ -13,12 +13,15 @@ from pathlib import Path
 import pytest
 import torch
 from kforge.agent.policy.features import task_features
-from kforge.agent.policy.strategies import registry
+from kforge.agent.policy.strategies import registry, tf32x3
 from kforge.agent.policy.strategies.source import REFERENCE, Spec, reference_module
+from kforge.tools.evaluate import evaluate_many
+from kforge.tools.result import Status
 from kforge.tools.static_checks import static_cheats
 from kforge.tools.task import load_task
 
 FIXTURES = Path(__file__).parent / "fixtures" / "batch" / "tasks"
+GEMM_CHAIN = Path(__file__).parent / "fixtures" / "tasks" / "gemm_chain.py"
 KB = Path(__file__).resolve().parents[1] / ".kb" / "KernelBench"
 
 
@@ -190,3 +193,48 @@ def test_channels_last_variant_keeps_values_and_returns_contiguous(tmp_path):
         torch.testing.assert_close(out, ref(*x), rtol=1e-4, atol=1e-4)
     assert out.is_contiguous() and new.conv.weight.is_contiguous(memory_format=torch.channels_last)
     assert x[0].is_contiguous()  # the caller's input is left as it was
+
+
+def _small_gemms_qualify(monkeypatch) -> None:
+    for name in ("MIN_TILES", "MIN_K", "MIN_SIDE"):
+        monkeypatch.setattr(tf32x3, name, 1)
+
+
+def test_tf32x3_gemm_only_for_large_fp32_gemms_on_the_gpu_under_strict_fp32(monkeypatch):
+    # KernelBench level 1 shapes (batch, M, K, N): 1 and 2 give the tensor cores a full wave;
+    # 6 has four 128x128 output tiles, 7 and 9 a K of 64 and 32 (bound by their output).
+    assert tf32x3.worth_it(1, 4096, 4096, 4096) and tf32x3.worth_it(1, 2048, 8192, 4096)
+    assert not tf32x3.worth_it(1, 256, 524288, 256)
+    assert not tf32x3.worth_it(1, 32768, 64, 32768) and not tf32x3.worth_it(1, 32768, 32, 32768)
+    _, analysis, _ = _analysis(GEMM_CHAIN)
+    assert analysis.gemm3 is None  # the fixture's GEMMs are below the thresholds
+    _small_gemms_qualify(monkeypatch)
+    _, analysis, specs = _analysis(GEMM_CHAIN)
+    assert analysis.gemm3 is not None and analysis.gemm3[1] == ["tf32x3"]
+    method = analysis.gemm3[0].method
+    assert method.count("_kforge_linear3(") == 2  # the Linear, and h @ y.T read as a linear layer
+    assert [s.family for s in specs].count("tf32x3-gemm") == 1
+    for precision, device in (("tf32", "cuda"), ("fp32", "cpu")):  # TF32 itself is faster; no CPU kernel
+        assert "tf32x3-gemm" not in {s.family for s in registry.base_specs(analysis, precision, device)}
+    assert registry.family_of("tf32x3-gemm") == "tf32x3-gemm"
+    assert registry.family_of("tf32x3-gemm+cuda-graph") == "combo"
+
+
+def test_tf32x3_candidate_is_verified_by_the_engine_and_a_broken_kernel_is_caught(
+    monkeypatch, make_cpu_options
+):
+    """The generated file (the prior kernel, its wrappers, the rewritten forward) evaluated as
+    any candidate is: on the CPU under Triton's interpreter, checked against the reference.
+    The same file with the bias dropped from the kernel's epilogue must fail."""
+    _small_gemms_qualify(monkeypatch)
+    task, analysis, specs = _analysis(GEMM_CHAIN)
+    spec = next(s for s in specs if s.family == "tf32x3-gemm")
+    source = registry.build(task, spec, analysis)
+    assert static_cheats(source, task.source, "fp32") == []
+    assert "input_precision='tf32x3'" in source
+    broken = source.replace("acc += tl.load(bias_ptr", "acc += 0.0 * tl.load(bias_ptr")
+    assert broken != source
+    good, bad = evaluate_many(load_task(GEMM_CHAIN), [source, broken], make_cpu_options())
+    assert good.status == Status.OK and good.correct, good.log
+    assert good.fp64_rel_err is not None and good.fp64_rel_err < 1e-5
+    assert bad.status == Status.INCORRECT, bad.log

@@ -130,6 +130,7 @@ def test_static_cheats_caught(snippet: str, phrase: str) -> None:
     [
         "def k(a, b):\n    return tl.dot(a, b, input_precision='ieee')\n",
         "def k(a, b, acc):\n    return tl.dot(a, b, acc, input_precision='ieee')\n",
+        "def k(a, b, acc):\n    return tl.dot(a, b, acc, input_precision='tf32x3')\n",  # fp32 accuracy
         'class K:\n    """Faster than the bfloat16 path, this kernel keeps float16 out."""\n',
         "def f():\n    '''No autocast here, no .half() either.'''\n    return 1\n",
         "SRC = '''\n// we avoid __half and __nv_bfloat16 here\n/* tf32 is off */\n__global__ void k(float* y) {}\n'''\n",

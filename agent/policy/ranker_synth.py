@@ -27,7 +27,7 @@ ARCHETYPES: dict[str, dict[str, tuple[float, float, float]]] = {
     "gemm": {
         "compile-default": (0.02, 0.05, 0.02), "cuda-graph": (0.0, 0.03, 0.02), "compile-reduce-overhead": (0.02, 0.05, 0.05),
         "compile-graph": (0.02, 0.05, 0.05), "compile-max-autotune-no-cudagraphs": (0.08, 0.1, 0.05),
-        "compile-max-autotune": (0.08, 0.1, 0.05),
+        "compile-max-autotune": (0.08, 0.1, 0.05), "tf32x3-gemm": (0.55, 0.15, 0.05),
     },
     "conv": {
         "compile-default": (0.05, 0.1, 0.02), "cuda-graph": (0.0, 0.03, 0.05), "compile-reduce-overhead": (0.05, 0.1, 0.05),

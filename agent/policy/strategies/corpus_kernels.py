@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
+from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
@@ -96,9 +97,14 @@ def match(model: torch.nn.Module, inputs: list[Any]) -> tuple[str, dict[str, Any
 
 
 def _kernel_source(kernel: Kernel, variant: int) -> str:
-    text = resources.files("kforge.examples").joinpath(f"candidates/{kernel.file}").read_text()
     _, pattern, repl = kernel.variants[variant]
-    text = re.sub(pattern, repl, text)
+    return prior_kernel(kernel.file, lambda text: re.sub(pattern, repl, text))
+
+
+def prior_kernel(file: str, edit: Callable[[str], str] = lambda text: text) -> str:
+    """A shipped kernel file (examples/candidates), edited, without its docstring and ModelNew:
+    the module-level code a candidate's prelude takes from it."""
+    text = edit(resources.files("kforge.examples").joinpath(f"candidates/{file}").read_text())
     tree = ast.parse(text)
     tree.body = [n for n in tree.body if not (isinstance(n, ast.ClassDef) and n.name == "ModelNew")]
     if tree.body and isinstance(tree.body[0], ast.Expr):

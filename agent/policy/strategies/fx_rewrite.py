@@ -15,7 +15,9 @@ fired get a candidate.
 
 from __future__ import annotations
 
+import builtins
 import operator
+import re
 import types
 from collections.abc import Callable
 from typing import Any
@@ -203,20 +205,37 @@ PASSES: dict[str, Callable[[torch.fx.GraphModule], int]] = {
 }
 
 
-def rewrite(model: torch.nn.Module, inputs: list[Any]) -> tuple[Body, list[str]] | None:
-    """The rewritten forward as a Body and the passes that fired, or None when none did."""
+def rewrite(
+    model: torch.nn.Module,
+    inputs: list[Any],
+    passes: dict[str, Callable[[torch.fx.GraphModule], int]] | None = None,
+    helpers: dict[str, Callable[..., Any]] | None = None,
+) -> tuple[Body, list[str]] | None:
+    """The rewritten forward as a Body and the passes that fired, or None when none did.
+    ``helpers`` name the functions a pass calls that the candidate's prelude defines."""
     gm = torch.fx.symbolic_trace(model)
     _Shapes(gm).run(*inputs)
-    fired = [name for name, fn in PASSES.items() if fn(gm) > 0]
+    fired = []
+    for name, fn in (PASSES if passes is None else passes).items():
+        if fn(gm) > 0:
+            fired.append(name)
+            gm.graph.eliminate_dead_code()  # what a pass replaced is not seen by the next
+            _Shapes(gm).run(*inputs)  # the nodes a pass added get shapes for the next one
     if not fired:
         return None
     gm.graph.eliminate_dead_code()
     gm.graph.lint()
     code = gm.graph.python_code(root_module="self")
+    src = code.src
     prelude = []
+    by_function = {id(fn): name for name, fn in (helpers or {}).items()}
     for name, obj in code.globals.items():
-        if name in GLOBAL_DEFS:
+        if id(obj) in by_function:
+            src = re.sub(rf"\b{re.escape(name)}\b", by_function[id(obj)], src)
+        elif name in GLOBAL_DEFS:
             prelude.append(GLOBAL_DEFS[name])
+        elif getattr(builtins, name, None) is obj:
+            continue  # getattr, for x.T: a builtin the emitted code names as it is
         elif isinstance(obj, types.ModuleType) and name not in STANDARD_GLOBALS:
             prelude.append(f"import {obj.__name__} as {name}")
         elif name not in STANDARD_GLOBALS:
@@ -224,7 +243,7 @@ def rewrite(model: torch.nn.Module, inputs: list[Any]) -> tuple[Body, list[str]]
     for node in gm.graph.nodes:
         if node.op == "get_attr" and not _has_attr(model, str(node.target)):
             return None  # a constant made during tracing: not on ModelNew
-    method = code.src.strip("\n").replace("def forward(self", "def _kforge_body(self", 1)
+    method = src.strip("\n").replace("def forward(self", "def _kforge_body(self", 1)
     return Body(method=method + "\n", prelude="\n".join(prelude)), fired
 
 

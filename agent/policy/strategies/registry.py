@@ -8,7 +8,7 @@ from typing import Any
 
 from ....tools.task import Task
 from ..features import TaskFeatures, meta_instance
-from . import compile_modes, conv, corpus_kernels, cuda_graph, fx_rewrite, precision
+from . import compile_modes, conv, corpus_kernels, cuda_graph, fx_rewrite, precision, tf32x3
 from .runners import forward_code, runner_code
 from .source import REFERENCE_BODY, Body, Spec, render
 
@@ -16,6 +16,7 @@ from .source import REFERENCE_BODY, Body, Spec, render
 DEFAULT_ORDER = (
     "fx-rewrite",
     "fx-rewrite-compile",
+    "tf32x3-gemm",
     "compile-default",
     "cudnn-compile",
     "cuda-graph",
@@ -37,6 +38,7 @@ class TaskAnalysis:
 
     features: TaskFeatures
     fx: tuple[Body, list[str]] | None = None
+    gemm3: tuple[Body, list[str]] | None = None  # the forward with its GEMMs on the 3xTF32 kernel
     corpus: tuple[str, dict[str, Any]] | None = None
     params: list[str] = dataclasses.field(default_factory=list)  # forward's argument names
     notes: list[str] = dataclasses.field(default_factory=list)  # why a family does not apply
@@ -55,6 +57,7 @@ def analyse_task(task: Task, features: TaskFeatures) -> TaskAnalysis:
     try:
         model, inputs = meta_instance(task.path)
         analysis.fx = fx_rewrite.rewrite(model, inputs)
+        analysis.gemm3 = tf32x3.rewrite(model, inputs)
         analysis.corpus = corpus_kernels.match(model, inputs)
         import torch.fx
 
@@ -71,6 +74,8 @@ def base_specs(analysis: TaskAnalysis, precision_class: str, device: str) -> lis
     if analysis.fx is not None:
         fired = analysis.fx[1]
         specs += [fx_rewrite.spec(fired), fx_rewrite.spec(fired, runner="compile")]
+    if analysis.gemm3 is not None and precision_class == "fp32" and device == "cuda":
+        specs.append(tf32x3.spec(analysis.gemm3[1]))  # with tf32 allowed, plain TF32 is faster
     if analysis.corpus is not None:
         specs.append(corpus_kernels.spec(analysis.corpus[0], 0))
     specs += compile_modes.specs(features, device)
@@ -114,6 +119,8 @@ def variants(spec: Spec, analysis: TaskAnalysis, device: str) -> list[Spec]:
 def body_of(spec: Spec, analysis: TaskAnalysis) -> Body:
     if spec.body == "fx" and analysis.fx is not None:
         return analysis.fx[0]
+    if spec.body == "tf32x3" and analysis.gemm3 is not None:
+        return analysis.gemm3[0]
     if spec.body.startswith("corpus:") and analysis.corpus is not None:
         variant = int(spec.body.split(":")[2])
         return corpus_kernels.body(analysis.corpus[0], analysis.corpus[1], variant, analysis.params)
@@ -154,6 +161,8 @@ def family_of(strategy: str) -> str:
     """The ranker family of a strategy name ("combo" for tuned variants)."""
     if strategy.startswith("fx-rewrite["):
         return "fx-rewrite" if strategy.endswith("]") else "fx-rewrite-compile"
+    if strategy.startswith("tf32x3-gemm"):
+        return "tf32x3-gemm" if "+" not in strategy else "combo"
     if strategy.startswith("corpus:"):
         return "corpus-triton" if strategy.count("+") == 0 else "combo"
     return BASE_FAMILIES.get(strategy, "combo")

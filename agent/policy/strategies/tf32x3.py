@@ -1,0 +1,157 @@
+"""fp32 GEMMs on tensor cores at fp32 accuracy: the prior kernel ``matmul_tf32x3_triton.py``
+(3xTF32, tile sizes autotuned) in place of each large fp32 matmul of the forward.
+
+An FX pass, run after the algebraic rewrites, swaps every nn.Linear, F.linear, matmul /
+mm / bmm / ``@`` and matrix-shaped einsum whose shapes give the tensor cores enough work
+(a wave of 128x128 output tiles, K >= 128) for a call to ``_kforge_mm3`` or
+``_kforge_linear3``, which the candidate's prelude defines around the Triton kernel.
+
+This is not a precision class: 3xTF32 keeps about 22 of fp32's 24 significand bits per
+product and accumulates in fp32, and on KernelBench's GEMMs its error against a float64
+product was below cuBLAS fp32's (docs/benchmarks.md). Every candidate still passes the
+strict check, allclose at 1e-4 and the float64 error bound of the fp32 class, or is
+rejected as precision lowered.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from typing import Any
+
+import torch
+import torch.fx
+
+from . import fx_rewrite
+from .corpus_kernels import prior_kernel
+from .source import Body, Spec
+
+KERNEL_FILE = "matmul_tf32x3_triton.py"
+TILE = 128
+MIN_TILES = 132  # one wave of 128x128 output tiles on an H100: fewer leave SMs idle
+MIN_K = 128  # below it the GEMM is bound by its output's memory traffic
+MIN_SIDE = 64  # a narrower M or N wastes most of a tensor-core tile
+EINSUM_MATMUL = re.compile(r"^\s*([a-z]*)([a-z])\s*,\s*\2([a-z])\s*->\s*\1\3\s*$")
+
+HELPERS = '''
+def _kforge_mm3(a, b, bias=None):
+    """a @ b (+ bias) with the 3xTF32 kernel: 2-D @ 2-D, 3-D @ 3-D, or N-D @ 2-D."""
+    if a.dim() == b.dim() and a.dim() in (2, 3):
+        return matmul_tf32x3(a, b, bias)
+    out = matmul_tf32x3(a.reshape(-1, a.shape[-1]), b, bias)
+    return out.reshape(*a.shape[:-1], b.shape[-1])
+
+
+def _kforge_linear3(x, weight, bias=None):
+    return _kforge_mm3(x, weight.t(), bias)
+'''
+
+
+def _kforge_mm3(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """What the emitted call computes (shape propagation runs it on meta tensors)."""
+    out = torch.matmul(a, b)
+    return out if bias is None else out + bias
+
+
+def _kforge_linear3(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    return torch.nn.functional.linear(x, weight, bias)
+
+
+def _meta(node: Any) -> torch.Tensor | None:
+    meta = node.meta.get("tensor_meta") if isinstance(node, torch.fx.Node) else None
+    return meta if isinstance(meta, torch.Tensor) else None
+
+
+def worth_it(batch: int, m: int, k: int, n: int) -> bool:
+    tiles = batch * -(-m // TILE) * -(-n // TILE)
+    return tiles >= MIN_TILES and k >= MIN_K and min(m, n) >= MIN_SIDE
+
+
+def _gemm_shape(a: torch.Tensor, b: torch.Tensor) -> tuple[int, int, int, int] | None:
+    """(batch, M, K, N) of a @ b for the forms the helper takes, else None."""
+    if a.dtype != torch.float32 or b.dtype != torch.float32 or a.dim() < 2 or b.dim() < 2:
+        return None
+    if a.dim() == b.dim() == 2:
+        return 1, a.shape[0], a.shape[1], b.shape[1]
+    if a.dim() == b.dim() == 3 and a.shape[0] == b.shape[0] and a.shape[2] == b.shape[1]:
+        return a.shape[0], a.shape[1], a.shape[2], b.shape[2]
+    if b.dim() == 2 and a.shape[-1] == b.shape[0]:
+        return 1, a.numel() // a.shape[-1], a.shape[-1], b.shape[1]
+    return None
+
+
+def replace_gemms(gm: torch.fx.GraphModule) -> int:
+    fired = 0
+    graph = gm.graph
+    for node in list(graph.nodes):
+        out = _meta(node)
+        if out is None or out.dtype != torch.float32 or not node.users:
+            continue
+        parts = fx_rewrite._linear_parts(gm, node)
+        if parts is not None:
+            x, weight, bias = parts
+            xm, wm = _meta(x), _meta(weight) if weight.op != "get_attr" else _attr(gm, weight)
+            if xm is None or wm is None or wm.dim() != 2:
+                continue
+            shape = _gemm_shape(xm, wm.t())
+            if shape is None or not worth_it(*shape):
+                continue
+            with graph.inserting_before(node):
+                args = (x, weight, bias) if bias is not None else (x, weight)
+                new = graph.create_node("call_function", _kforge_linear3, args, name="gemm3")
+        else:
+            operands = _matmul_operands(node)
+            if operands is None:
+                continue
+            am, bm = _meta(operands[0]), _meta(operands[1])
+            shape = _gemm_shape(am, bm) if am is not None and bm is not None else None
+            if shape is None or not worth_it(*shape):
+                continue
+            with graph.inserting_before(node):
+                new = graph.create_node("call_function", _kforge_mm3, operands, name="gemm3")
+        node.replace_all_uses_with(new)
+        fired += 1
+    return fired
+
+
+def _attr(gm: torch.fx.GraphModule, node: torch.fx.Node) -> torch.Tensor | None:
+    try:
+        value = gm.get_parameter(str(node.target))
+    except AttributeError:
+        return None
+    return value.detach().to("meta")
+
+
+def _matmul_operands(node: torch.fx.Node) -> tuple[Any, Any] | None:
+    matmuls = (torch.matmul, torch.mm, torch.bmm, operator.matmul)
+    if fx_rewrite._is_call(node, matmuls, ("matmul", "mm", "bmm")) and len(node.args) == 2 and not node.kwargs:
+        return node.args[0], node.args[1]
+    if fx_rewrite._is_call(node, (torch.einsum,)) and len(node.args) == 3 and isinstance(node.args[0], str):
+        if EINSUM_MATMUL.match(node.args[0]):
+            return node.args[1], node.args[2]
+    return None
+
+
+PASSES = {**fx_rewrite.PASSES, "tf32x3": replace_gemms}
+
+
+def rewrite(model: torch.nn.Module, inputs: list[Any]) -> tuple[Body, list[str]] | None:
+    """The forward with its large fp32 GEMMs on the 3xTF32 kernel (after the algebraic
+    rewrites), or None when no GEMM qualifies."""
+    helpers = {"_kforge_mm3": _kforge_mm3, "_kforge_linear3": _kforge_linear3}
+    result = fx_rewrite.rewrite(model, inputs, PASSES, helpers)
+    if result is None or "tf32x3" not in result[1]:
+        return None
+    body, fired = result
+    prelude = "\n\n".join(p for p in (body.prelude, prior_kernel(KERNEL_FILE), HELPERS.strip("\n")) if p)
+    return Body(method=body.method, prelude=prelude), fired
+
+
+def spec(fired: list[str]) -> Spec:
+    algebra = [f for f in fired if f != "tf32x3"]
+    return Spec(
+        family="tf32x3-gemm",
+        body="tf32x3",
+        tag="tf32x3-gemm" + (f"[{','.join(algebra)}]" if algebra else ""),
+        note="fp32 GEMMs on tensor cores at fp32 accuracy (3xTF32 Triton kernel, tiles autotuned)",
+    )

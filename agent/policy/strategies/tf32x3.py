@@ -124,7 +124,11 @@ def _attr(gm: torch.fx.GraphModule, node: torch.fx.Node) -> torch.Tensor | None:
 
 def _matmul_operands(node: torch.fx.Node) -> tuple[Any, Any] | None:
     matmuls = (torch.matmul, torch.mm, torch.bmm, operator.matmul)
-    if fx_rewrite._is_call(node, matmuls, ("matmul", "mm", "bmm")) and len(node.args) == 2 and not node.kwargs:
+    if (
+        fx_rewrite._is_call(node, matmuls, ("matmul", "mm", "bmm"))
+        and len(node.args) == 2
+        and not node.kwargs
+    ):
         return node.args[0], node.args[1]
     if fx_rewrite._is_call(node, (torch.einsum,)) and len(node.args) == 3 and isinstance(node.args[0], str):
         if EINSUM_MATMUL.match(node.args[0]):

@@ -106,3 +106,29 @@ def test_previous_trials_candidates_are_freed_even_in_reference_cycles(fixtures_
         gc.enable()
     assert verdict.correct, verdict.message
     assert max(most_alive) == 1, most_alive
+
+
+EXACT = "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return {expr}\n"
+
+
+def test_a_result_closer_to_the_truth_than_eager_is_correct_and_a_wrong_one_is_not(
+    fixture_task, make_cpu_options
+) -> None:
+    """Eager's float32 output of the fixture is off by up to 1.2e-4 (it fails allclose at 1e-4
+    against the exact answer). A candidate returning the exact answer differs from eager by
+    eager's error: it passes by matching the float64 reference, and says so. Off by 1e-3, or
+    less accurate than eager, it fails both ways."""
+    from kforge.tools.evaluate import evaluate_many
+    from kforge.tools.result import Status
+
+    task = fixture_task("cancellation")
+    sources = [
+        EXACT.format(expr="x.clone()"),
+        EXACT.format(expr="x + 1e-3"),
+        EXACT.format(expr="(x + 30000.0) - 30000.0"),  # float32 spacing near 30000 is 2e-3
+    ]
+    exact, wrong, coarser = evaluate_many(task, sources, make_cpu_options())
+    assert exact.status == Status.OK, exact.log
+    assert verify.FP64_NOTE in exact.flags
+    assert exact.max_abs_err > 1e-4  # against eager's float32 output
+    assert wrong.status == Status.INCORRECT and coarser.status == Status.INCORRECT, (wrong.log, coarser.log)

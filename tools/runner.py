@@ -201,6 +201,7 @@ def run_eval(spec: dict[str, Any]) -> Result:
     result = job.result(
         Status.REJECTED if cheats else Status.OK,
         correct=True,
+        flags=list(dict.fromkeys(verdict.notes)),
         cheats=cheats,
         candidate=cand_timing,
         eager=timings["eager"],

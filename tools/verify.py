@@ -39,6 +39,7 @@ class Verdict:
     max_rel_err: float = 0.0
     fp64_rel_err: float | None = None
     ref_fp64_rel_err: float | None = None
+    notes: list[str] = dataclasses.field(default_factory=list)  # how a correct output was judged
 
 
 @dataclasses.dataclass
@@ -129,6 +130,8 @@ class Verifier:
         with torch.no_grad():
             expected = reference(*clone(inputs))
         ok, message, _, _ = compare(candidate_output, expected, self.precision)
+        if not ok and _agrees_with_fp64(candidate_output, expected, reference, inputs, self.precision):
+            return ""
         return "" if ok else message
 
     def _check_call(
@@ -144,6 +147,9 @@ class Verifier:
         ref_out, cand_out, early_out, problems = self._run_pair(reference, candidate, inputs, seed)
         verdict.cheats += problems
         ok, message, abs_err, rel_err = compare(cand_out, ref_out, self.precision)
+        if not ok and _agrees_with_fp64(cand_out, ref_out, reference, inputs, self.precision):
+            ok, message = True, ""
+            verdict.notes.append(FP64_NOTE)
         verdict.max_abs_err = max(verdict.max_abs_err, abs_err)
         verdict.max_rel_err = max(verdict.max_rel_err, rel_err)
         verdict.message = message
@@ -222,6 +228,38 @@ class Verifier:
         cand_err, ref_err = _rel_err(cand_out, out64), _rel_err(ref_out, out64)
         verdict.fp64_rel_err = max(verdict.fp64_rel_err or 0.0, cand_err)
         verdict.ref_fp64_rel_err = max(verdict.ref_fp64_rel_err or 0.0, ref_err)
+
+
+FP64_NOTE = (
+    "matched the float64 reference within the tolerance where the float32 reference itself is "
+    "off by more (a more accurate result than eager's)"
+)
+
+
+def _agrees_with_fp64(
+    cand_out: Any, ref_out: Any, reference: torch.nn.Module, inputs: list[Any], precision: PrecisionClass
+) -> bool:
+    """The exact answer (the reference run in float64, rounded to the output dtype) is also a
+    correct answer: a candidate more accurate than eager, say one that sums in float64, can
+    differ from eager's float32 output by eager's own error. Checked under the same
+    tolerance, so only a result closer to the truth passes this way."""
+    if not any(isinstance(t, torch.Tensor) and t.is_floating_point() for t in flatten(ref_out)):
+        return False
+    try:
+        ref64 = copy.deepcopy(reference).double()
+        with torch.no_grad():
+            out64 = ref64(*[x.double() if _is_float(x) else x for x in inputs])
+    except (RuntimeError, TypeError, NotImplementedError):
+        return False  # an op without float64 support
+    refs, exact = flatten(ref_out), flatten(out64)
+    if len(refs) != len(exact):
+        return False
+    rounded = [
+        e.to(r.dtype) if isinstance(e, torch.Tensor) and isinstance(r, torch.Tensor) and r.is_floating_point() else e
+        for e, r in zip(exact, refs, strict=True)
+    ]
+    ok, _, _, _ = compare(flatten(cand_out), rounded, precision)
+    return ok
 
 
 def compare(cand: Any, ref: Any, precision: PrecisionClass) -> tuple[bool, str, float, float]:

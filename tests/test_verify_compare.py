@@ -108,7 +108,9 @@ def test_previous_trials_candidates_are_freed_even_in_reference_cycles(fixtures_
     assert max(most_alive) == 1, most_alive
 
 
-EXACT = "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return {expr}\n"
+EXACT = (
+    "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return {expr}\n"
+)
 
 
 def test_a_result_closer_to_the_truth_than_eager_is_correct_and_a_wrong_one_is_not(

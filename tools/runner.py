@@ -212,8 +212,8 @@ def run_eval(spec: dict[str, Any]) -> Result:
     )
     if (result.roofline_fraction or 0) > 1:
         result.flags.append(
-            "faster than the roofline floor of the reference's algorithm: the candidate does fewer "
-            "FLOPs than the reference (an algebraic shortcut), so the floor does not bound it"
+            "faster than the roofline floor of the reference's algorithm at this precision's peak: the "
+            "candidate does fewer FLOPs (an algebraic shortcut) or uses tensor cores at fp32 accuracy (3xTF32)"
         )
     if not cheats and (result.speedup_vs_eager or 0) > SUSPICIOUS_SPEEDUP:
         strict_recheck(job, verifier, result, spec)

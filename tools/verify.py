@@ -255,7 +255,9 @@ def _agrees_with_fp64(
     if len(refs) != len(exact):
         return False
     rounded = [
-        e.to(r.dtype) if isinstance(e, torch.Tensor) and isinstance(r, torch.Tensor) and r.is_floating_point() else e
+        e.to(r.dtype)
+        if isinstance(e, torch.Tensor) and isinstance(r, torch.Tensor) and r.is_floating_point()
+        else e
         for e, r in zip(exact, refs, strict=True)
     ]
     ok, _, _, _ = compare(flatten(cand_out), rounded, precision)

@@ -8,6 +8,7 @@
 #   (before the next call: it resumes from the carried folder, so a call made without
 #   unpacking the last one's redoes that call's tasks in a second lineage)
 #   Several GPUs (nvidia-h200-x8): KB_GPUS=0,1,...,7, one batch worker per GPU.
+#   KB_GPUS=0,1,2 KB_TESTS_GPU=3: the GPU test suite on the fourth GPU meanwhile.
 #
 # Arguments: batch name, precision class (fp32 or tf32), seconds after which no new task starts.
 # The selection (fixed when the batch is created): levels 1-3, the first 30 tasks of each level
@@ -22,6 +23,12 @@ GPUS=${KB_GPUS:+--gpus $KB_GPUS}   # KB_GPUS=0,1,2: these GPUs only, one worker 
 python3 -m pip install -q --no-index --find-links .whl/agent langgraph langgraph-checkpoint-sqlite langchain-core 2>&1 | tail -2
 mkdir -p /tmp/kfpath && ln -sfn "$PWD" /tmp/kfpath/kforge
 export PYTHONPATH=/tmp/kfpath PYTHONUNBUFFERED=1 KFORGE_CACHE=/tmp/kforge-cache
+# KB_TESTS_GPU=3: the GPU test suite (bench/gpu_checks.sh tests, which installs what the agent
+# tests import) runs on that GPU meanwhile; keep it out of KB_GPUS. Its log is $OUT/gpu_tests.log.
+if [ -n "${KB_TESTS_GPU:-}" ]; then
+  (CUDA_VISIBLE_DEVICES=$KB_TESTS_GPU timeout $((BUDGET + 120)) bash bench/gpu_checks.sh tests > /dev/null 2>&1) &
+  TESTS_PID=$!
+fi
 KFORGE="python3 -c 'from kforge.agent.cli import main; main()'"
 DIR=.carry/kb/$NAME
 mkdir -p .carry/kb
@@ -44,5 +51,6 @@ left = len(meta["tasks"]) - len(set(done))
 print(f"{len(set(done))} of {len(meta['tasks'])} tasks done" + ("; batch complete" if left == 0 else f"; {left} left"))
 PY
 (cd bench && python3 bench_kernelbench.py "../$DIR" --md "$OUT/$NAME.md" > /dev/null)
+if [ -n "${TESTS_PID:-}" ]; then wait "$TESTS_PID"; echo "gpu tests: $(tail -1 "$OUT/gpu_tests.log" 2>/dev/null)"; fi
 tar czf "$OUT/$NAME.tgz" -C .carry/kb "$NAME"
 ls -la "$OUT"

@@ -49,6 +49,15 @@ def test_summarize_ncu_weights_by_kernel_time() -> None:
         (s["cycles_per_issue"] for s in stalls), reverse=True
     )
     assert {s["reason"] for s in stalls} <= set(profile.STALL_REASONS)
+    kernels = summary["top_kernels"]  # each of the three recorded kernels, longest first
+    assert [k["share_pct"] for k in kernels] == [
+        pytest.approx(100 * d / sum(DURATIONS_NS), abs=0.1) for d in DURATIONS_NS
+    ]
+    assert kernels[0]["name"].startswith("void elementwise_kernel") and kernels[0]["launches"] == 1
+    assert kernels[0]["sm_throughput_pct"] == pytest.approx(59.06, abs=0.1)
+    assert kernels[1]["dram_throughput_pct"] == pytest.approx(80.42, abs=0.1)
+    line = profile.describe_ncu(summary)
+    assert "long_scoreboard" in line and "longest void elementwise_kernel" in line and "(SM 59%" in line
 
 
 def test_ncu_rows_of_text_without_a_table() -> None:

@@ -106,7 +106,60 @@ def summarize_ncu(rows: list[dict[str, str]]) -> dict[str, Any]:
     stalls = {reason: weighted(STALL_METRIC.format(reason)) for reason in STALL_REASONS}
     top = sorted(stalls.items(), key=lambda kv: kv[1], reverse=True)[:3]
     summary["top_stalls"] = [{"reason": r, "cycles_per_issue": round(v, 2)} for r, v in top if v > 0]
+    summary["top_kernels"] = top_kernels(rows)
     return summary
+
+
+def top_kernels(rows: list[dict[str, str]], n: int = 5) -> list[dict[str, Any]]:
+    """The kernels that took the most GPU time, by name (launches of one kernel summed):
+    share of the forward's time, launches, and their time-weighted SM and DRAM throughput.
+    This says which kernel bounds a forward and by what (a cuDNN convolution at 30% of SM
+    throughput, an elementwise kernel at 80% of DRAM)."""
+    groups: dict[str, list[dict[str, str]]] = {}
+    for row in rows:
+        groups.setdefault(row.get("Kernel Name", "?"), []).append(row)
+    total = sum(_num(r.get(DURATION)) for r in rows) or 1.0
+    out = []
+    for name, group in groups.items():
+        time_ns = sum(_num(r.get(DURATION)) for r in group) or 1.0
+
+        def weighted(metric: str, group: list[dict[str, str]] = group, time_ns: float = time_ns) -> float:
+            return round(sum(_num(r.get(metric)) * _num(r.get(DURATION)) for r in group) / time_ns, 1)
+
+        out.append(
+            {
+                "name": name[:120],
+                "share_pct": round(100.0 * time_ns / total, 1),
+                "launches": len(group),
+                "sm_throughput_pct": weighted("sm__throughput.avg.pct_of_peak_sustained_elapsed"),
+                "dram_throughput_pct": weighted("dram__throughput.avg.pct_of_peak_sustained_elapsed"),
+            }
+        )
+    return sorted(out, key=lambda k: -float(k["share_pct"]))[:n]
+
+
+def describe_ncu(ncu: dict[str, Any], kernels: int = 3) -> str:
+    """One line for the critic and the report: throughputs, top stalls, the longest kernels."""
+    if "error" in ncu:
+        return f"ncu failed: {ncu['error']}"
+    parts = [
+        f"SM {ncu.get('sm_throughput_pct', 0):.0f}%, DRAM {ncu.get('dram_throughput_pct', 0):.0f}%, "
+        f"occupancy {ncu.get('achieved_occupancy_pct', 0):.0f}% over {ncu.get('kernels', 0)} kernels"
+    ]
+    stalls = ncu.get("top_stalls") or []
+    if stalls:
+        parts.append("stalls " + ", ".join(f"{s['reason']} {s['cycles_per_issue']}" for s in stalls))
+    top = (ncu.get("top_kernels") or [])[:kernels]
+    if top:
+        parts.append(
+            "longest "
+            + "; ".join(
+                f"{k['name'][:60]} {k['share_pct']:.0f}% (SM {k['sm_throughput_pct']:.0f}%, "
+                f"DRAM {k['dram_throughput_pct']:.0f}%)"
+                for k in top
+            )
+        )
+    return "; ".join(parts)
 
 
 def sanitize(run_forward: RunForward) -> dict[str, Any]:

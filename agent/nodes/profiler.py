@@ -11,13 +11,12 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from ...tools.profile import describe_ncu
 from ...tools.result import Result, Status
 from ..context import RunContext
 from ..events import RoundProfiled
 from ..state import State
 from ..views import attempt_views
-
-NCU_SHOWN = 6
 
 
 def _line(attempt_id: str, result: Result) -> str:
@@ -31,7 +30,7 @@ def _line(attempt_id: str, result: Result) -> str:
         where = f"{fraction:.0%} of the roofline floor" if fraction is not None else "floor unknown"
         parts.append(f"{result.roofline.bound}-bound, {where}")
     if result.ncu:
-        parts.append("ncu " + ", ".join(f"{k}={v}" for k, v in list(result.ncu.items())[:NCU_SHOWN]))
+        parts.append("ncu: " + describe_ncu(result.ncu))
     return "; ".join(parts)
 
 

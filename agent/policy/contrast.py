@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ...tools.profile import describe_ncu
 from ...tools.result import Result, Status
 from .base import AttemptView
 
@@ -76,8 +77,7 @@ def figures(result: Result) -> str:
     if result.cheats:
         parts.append(f"cheats: {', '.join(result.cheats)}")
     if result.ncu:
-        shown = ", ".join(f"{k}={v}" for k, v in list(result.ncu.items())[:8])
-        parts.append(f"ncu: {shown}")
+        parts.append(f"ncu: {describe_ncu(result.ncu)}")
     return "; ".join(parts)
 
 

@@ -119,7 +119,7 @@ def top_kernels(rows: list[dict[str, str]], n: int = 5) -> list[dict[str, Any]]:
     for row in rows:
         groups.setdefault(row.get("Kernel Name", "?"), []).append(row)
     total = sum(_num(r.get(DURATION)) for r in rows) or 1.0
-    out = []
+    out: list[dict[str, Any]] = []
     for name, group in groups.items():
         time_ns = sum(_num(r.get(DURATION)) for r in group) or 1.0
 

@@ -3,7 +3,7 @@
 # 10-minute call on an H100). Results go to $OUT; record them in docs/benchmarks.md.
 #
 #   carry: [".kb"] (a KernelBench checkout, for fidelity), [".whl/agent"] (wheels, for tests)
-#   command: bash bench/gpu_checks.sh fidelity|throughput|tests|profile
+#   command: bash bench/gpu_checks.sh fidelity|throughput|tests|profile|kbprofile
 set -u
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
@@ -28,5 +28,8 @@ case ${1:-tests} in
       python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(d['status'], [l for l in d.get('log','').splitlines() if 'phases' in l])" "$OUT/$cand.json"
       for f in "$OUT/profile-$cand"/*.txt; do echo "== $f"; grep -v "^ *$" "$f" | head -120 | cut -c1-200; done
     done ;;
-  *) echo "usage: bash bench/gpu_checks.sh fidelity|throughput|tests|profile" >&2; exit 2 ;;
+  kbprofile)   # ncu of eager KernelBench forwards (carry .kb): which kernels bound each task; PROFILE_LEVEL=2
+    (cd bench && python3 profile_kernelbench.py ../.kb/KernelBench --level "${PROFILE_LEVEL:-2}" \
+      --json "$OUT/kbprofile-l${PROFILE_LEVEL:-2}.json" ${PROFILE_ARGS:-}) 2>&1 | tee "$OUT/kbprofile.log" ;;
+  *) echo "usage: bash bench/gpu_checks.sh fidelity|throughput|tests|profile|kbprofile" >&2; exit 2 ;;
 esac

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from common import print_table
-from kforge.agent.batch_summary import P_VALUES, read_lines, summary
+from kforge.agent.batch_summary import P_VALUES, geomean, read_lines, summary
+from kforge.agent.policy.strategies.registry import family_of
 
 BAR = {"geomean_vs_eager": 1.35, "geomean_vs_compile": 1.15, "fast_vs_eager@1.0": 0.85}
 
@@ -78,6 +79,37 @@ def bar_check(overall: dict[str, Any]) -> list[str]:
     return out
 
 
+def winners(lines: list[dict[str, Any]]) -> list[list[str]]:
+    """Which strategy family gave each correct task its reported result: tasks won, their
+    geomean speedup vs eager and vs torch.compile, and the tasks (level/problem)."""
+    by_family: dict[str, list[dict[str, Any]]] = {}
+    for line in lines:
+        if line["status"] == "ok" and line.get("speedup_vs_eager") and line.get("best_strategy"):
+            by_family.setdefault(family_of(line["best_strategy"]), []).append(line)
+    out = []
+
+    def number(x: dict[str, Any]) -> tuple[int, int]:
+        head = x["task"].split("/")[-1].split("_")[0]
+        return (x.get("level") or 0, int(head) if head.isdigit() else 0)
+
+    for family, won in sorted(by_family.items(), key=lambda kv: -len(kv[1])):
+        won = sorted(won, key=number)
+        tasks = ", ".join(f"L{x.get('level')} {x['task'].split('/')[-1].split('_')[0]}" for x in won)
+        out.append(
+            [
+                family,
+                str(len(won)),
+                _x(geomean([x["speedup_vs_eager"] for x in won])),
+                _x(geomean([x["speedup_vs_compile"] for x in won if x.get("speedup_vs_compile")])),
+                tasks,
+            ]
+        )
+    return out
+
+
+WINNER_COLUMNS = ["best strategy family", "tasks", "vs eager", "vs compile", "which"]
+
+
 PRECISION_TITLE = {
     "fp32": "strict fp32",
     "tf32": "tf32 allowed",
@@ -106,6 +138,10 @@ def main() -> None:
         )
         if precision == "fp32":
             md += ["Bar (strict fp32 only):", *bar_check(groups["overall"]), ""]
+        won = winners(lines)
+        print_table(f"where the results came from ({folder})", WINNER_COLUMNS, won)
+        md += ["| " + " | ".join(WINNER_COLUMNS) + " |", "|" + " --- |" * len(WINNER_COLUMNS)]
+        md += ["| " + " | ".join(r) + " |" for r in won] + [""]
     md += [
         "Speedups are geometric means over correct tasks (real speedups, below 1x counted as such); eager and",
         "torch.compile (default mode) are each task's baseline, measured once per task in the same run, under",

@@ -1,11 +1,12 @@
-"""3xTF32 Triton GEMM vs cuBLAS FP32 at KernelBench's fp32 GEMM shapes (GPU).
+"""3xTF32 Triton GEMM vs cuBLAS FP32 at KernelBench's fp32 GEMM shapes, and the 3xTF32
+implicit-GEMM Conv2d vs cuDNN FP32 at its convolution shapes (GPU).
 
 For each shape: cuBLAS fp32 (TF32 off, as strict fp32 runs it), the prior kernel
 ``matmul_tf32x3`` (autotuned) and plain TF32 cuBLAS for scale; times are CUDA-event
 medians. Accuracy: ||out - ref64|| / ||ref64|| against a float64 product, and whether the
 3xTF32 output passes the strict check (allclose to the fp32 result, atol = rtol = 1e-4).
 
-    python bench/bench_tf32x3.py
+    python bench/bench_tf32x3.py [--convs-only]
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from common import header, print_table
 from kforge.examples import ROOT as EXAMPLES
 
 sys.path.insert(0, str(EXAMPLES / "candidates"))
+from conv2d_tf32x3_triton import conv2d_tf32x3  # noqa: E402
 from matmul_tf32x3_triton import matmul_tf32x3  # noqa: E402
 
 # (name, batch, M, K, N, A transposed, B transposed): KernelBench L1 1-3, 6-10, 16-18,
@@ -36,6 +38,17 @@ SHAPES = [
     ("L1 18 A^T B^T", 0, 2048, 8192, 4096, True, True),
     ("L2 gemm 1024x8192x8192", 0, 1024, 8192, 8192, False, True),
     ("L3 MLP 128x16384x32768", 0, 128, 16384, 32768, False, True),
+]
+
+
+# (name, batch, C_in, H, W, C_out, kernel, padding): KernelBench L2 1/17, 4, 21, 25 (no
+# padding, as nn.Conv2d(in, out, k) has) and a ResNet/VGG-like 3x3 layer with padding 1.
+CONVS = [
+    ("L2 1, 17: 64->128, 128^2", 128, 64, 128, 128, 128, 3, 0),
+    ("L2 4: 64->128, 256^2", 64, 64, 256, 256, 128, 3, 0),
+    ("L2 21: 8->32, 128^2", 128, 8, 128, 128, 32, 3, 0),
+    ("L2 25: 16->64, 128^2", 128, 16, 128, 128, 64, 3, 0),
+    ("3x3 256->256, 56^2, pad 1", 10, 256, 56, 56, 256, 3, 1),
 ]
 
 
@@ -92,10 +105,53 @@ def measure(name: str, batch: int, m: int, k: int, n: int, ta: bool, tb: bool) -
     )
 
 
+def measure_conv(name: str, n: int, c: int, h: int, w: int, oc: int, k: int, pad: int) -> tuple[str, ...]:
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    x = torch.rand(n, c, h, w, device="cuda")
+    weight = torch.randn(oc, c, k, k, device="cuda") / (c * k * k) ** 0.5
+    bias = torch.randn(oc, device="cuda")
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = False
+    ref32 = F.conv2d(x, weight, bias, 1, pad)
+    ref64 = F.conv2d(x.double(), weight.double(), bias.double(), 1, pad)  # freed when this returns
+    out = conv2d_tf32x3(x, weight, bias, 1, pad)
+    norm64 = torch.linalg.vector_norm(ref64)
+
+    def err(t: torch.Tensor) -> float:
+        return float(torch.linalg.vector_norm(t.double() - ref64) / norm64)
+
+    strict = bool(torch.allclose(out, ref32, atol=1e-4, rtol=1e-4))
+    errors = (err(ref32), err(out))
+    t_cudnn = timed(lambda: F.conv2d(x, weight, bias, 1, pad))
+    torch.backends.cudnn.benchmark = True
+    t_bench = timed(lambda: F.conv2d(x, weight, bias, 1, pad))
+    torch.backends.cudnn.allow_tf32 = True
+    t_tf32 = timed(lambda: F.conv2d(x, weight, bias, 1, pad))
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = False
+    t_x3 = timed(lambda: conv2d_tf32x3(x, weight, bias, 1, pad))
+    oh, ow = ref32.shape[2], ref32.shape[3]
+    flops = 2.0 * n * oc * oh * ow * c * k * k
+    return (
+        name,
+        f"{t_cudnn:.3f}",
+        f"{t_bench:.3f}",
+        f"{t_x3:.3f}",
+        f"{min(t_cudnn, t_bench) / t_x3:.2f}x",
+        f"{flops / t_x3 / 1e9:.0f}",
+        f"{t_tf32:.3f}",
+        f"{errors[0]:.1e}",
+        f"{errors[1]:.1e}",
+        "pass" if strict else "FAIL",
+    )
+
+
 def main() -> None:
     print(header("python bench/bench_tf32x3.py"))
     rows = []
-    for shape in SHAPES:
+    for shape in [] if "--convs-only" in sys.argv else SHAPES:
         rows.append(measure(*shape))
         torch.cuda.empty_cache()
     print_table(
@@ -112,6 +168,26 @@ def main() -> None:
             "strict 1e-4",
         ],
         rows,
+    )
+    convs = []
+    for conv in CONVS:
+        convs.append(measure_conv(*conv))
+        torch.cuda.empty_cache()
+    print_table(
+        "3xTF32 implicit-GEMM Conv2d (+ bias) vs cuDNN FP32 (ms, CUDA-event medians of 20)",
+        [
+            "conv",
+            "cuDNN fp32",
+            "cuDNN fp32 benchmark",
+            "tf32x3",
+            "speedup vs best cuDNN",
+            "tf32x3 TFLOP/s",
+            "cuDNN tf32 benchmark (scale)",
+            "fp32 err vs fp64",
+            "tf32x3 err vs fp64",
+            "strict 1e-4",
+        ],
+        convs,
     )
 
 

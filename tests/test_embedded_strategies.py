@@ -238,3 +238,32 @@ def test_tf32x3_candidate_is_verified_by_the_engine_and_a_broken_kernel_is_caugh
     assert good.status == Status.OK and good.correct, good.log
     assert good.fp64_rel_err is not None and good.fp64_rel_err < 1e-5
     assert bad.status == Status.INCORRECT, bad.log
+
+
+def test_conv2d_tf32x3_prior_kernel_matches_conv2d_under_the_interpreter():
+    """The implicit-GEMM 3xTF32 convolution (examples/candidates) against F.conv2d for
+    stride, padding, dilation and 1x1 filters, in a process with TRITON_INTERPRET=1 (Triton
+    reads it at import)."""
+    import os
+    import subprocess
+
+    from kforge.examples import ROOT
+
+    code = f"""
+import sys, torch, torch.nn.functional as F
+sys.path.insert(0, {str(ROOT / "candidates")!r})
+from conv2d_tf32x3_triton import conv2d_tf32x3
+torch.manual_seed(0)
+worst = 0.0
+for n, c, h, w, oc, k, s, p, d in [(2,3,9,11,5,3,1,0,1), (2,4,10,10,6,3,2,1,1), (1,3,12,9,4,3,1,2,2), (2,8,7,7,16,1,1,0,1)]:
+    x, wt, b = torch.randn(n, c, h, w), torch.randn(oc, c, k, k), torch.randn(oc)
+    y = conv2d_tf32x3(x, wt, b, s, p, d, relu=True)
+    r = torch.relu(F.conv2d(x, wt, b, s, p, d))
+    assert y.shape == r.shape, (y.shape, r.shape)
+    worst = max(worst, float((y - r).abs().max()))
+print(worst)
+"""
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert float(done.stdout.strip().splitlines()[-1]) < 1e-4

@@ -267,3 +267,30 @@ print(worst)
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert float(done.stdout.strip().splitlines()[-1]) < 1e-4
+
+
+def test_tf32x3_conv_candidate_is_verified_by_the_engine_and_a_broken_kernel_is_caught(
+    monkeypatch, make_cpu_options
+):
+    """Conv2d layers on the 3xTF32 implicit GEMM (family tf32x3-conv): offered under strict
+    fp32 on the GPU only (the shipped ranker has not seen it: it is not measured yet); the
+    generated file verified on the CPU under Triton's interpreter, and the same file with
+    the padding ignored in the kernel's addressing caught as incorrect."""
+    path = FIXTURES / "conv_relu.py"
+    _, analysis, _ = _analysis(path)
+    assert analysis.conv3 is None  # 2 x 4 x 8 x 8 outputs, K = 27: below the thresholds
+    monkeypatch.setattr(tf32x3, "MIN_TILES", 1)
+    monkeypatch.setattr(tf32x3, "MIN_CONV_K", 1)
+    task, analysis, specs = _analysis(path)
+    assert analysis.conv3 is not None and analysis.conv3[0].method.count("_kforge_conv3(") == 1
+    spec = next(s for s in specs if s.family == "tf32x3-conv")
+    for precision, device in (("tf32", "cuda"), ("fp32", "cpu")):
+        assert "tf32x3-conv" not in {s.family for s in registry.base_specs(analysis, precision, device)}
+    assert registry.family_of(spec.name) == "tf32x3-conv"
+    source = registry.build(task, spec, analysis)
+    assert static_cheats(source, task.source, "fp32") == []
+    broken = source.replace("ih0 = oh * stride_h - pad_h", "ih0 = oh * stride_h")
+    assert broken != source
+    good, bad = evaluate_many(load_task(path), [source, broken], make_cpu_options())
+    assert good.status == Status.OK and good.correct, good.log
+    assert bad.status == Status.INCORRECT, bad.log

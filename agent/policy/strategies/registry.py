@@ -27,6 +27,7 @@ DEFAULT_ORDER = (
     "channels-last",
     "compile-max-autotune-no-cudagraphs",
     "compile-max-autotune",
+    "tf32x3-conv",  # not measured yet: last of the fp32 families until it is
     "tf32",
     "bf16",
 )
@@ -39,6 +40,7 @@ class TaskAnalysis:
     features: TaskFeatures
     fx: tuple[Body, list[str]] | None = None
     gemm3: tuple[Body, list[str]] | None = None  # the forward with its GEMMs on the 3xTF32 kernel
+    conv3: tuple[Body, list[str]] | None = None  # ... with its Conv2d layers on the 3xTF32 kernel
     corpus: tuple[str, dict[str, Any]] | None = None
     params: list[str] = dataclasses.field(default_factory=list)  # forward's argument names
     notes: list[str] = dataclasses.field(default_factory=list)  # why a family does not apply
@@ -58,6 +60,7 @@ def analyse_task(task: Task, features: TaskFeatures) -> TaskAnalysis:
         model, inputs = meta_instance(task.path)
         analysis.fx = fx_rewrite.rewrite(model, inputs)
         analysis.gemm3 = tf32x3.rewrite(model, inputs)
+        analysis.conv3 = tf32x3.rewrite_convs(model, inputs)
         analysis.corpus = corpus_kernels.match(model, inputs)
         import torch.fx
 
@@ -76,6 +79,8 @@ def base_specs(analysis: TaskAnalysis, precision_class: str, device: str) -> lis
         specs += [fx_rewrite.spec(fired), fx_rewrite.spec(fired, runner="compile")]
     if analysis.gemm3 is not None and precision_class == "fp32" and device == "cuda":
         specs.append(tf32x3.spec(analysis.gemm3[1]))  # with tf32 allowed, plain TF32 is faster
+    if analysis.conv3 is not None and precision_class == "fp32" and device == "cuda":
+        specs.append(tf32x3.conv_spec(analysis.conv3[1]))
     if analysis.corpus is not None:
         specs.append(corpus_kernels.spec(analysis.corpus[0], 0))
     specs += compile_modes.specs(features, device)
@@ -121,6 +126,8 @@ def body_of(spec: Spec, analysis: TaskAnalysis) -> Body:
         return analysis.fx[0]
     if spec.body == "tf32x3" and analysis.gemm3 is not None:
         return analysis.gemm3[0]
+    if spec.body == "tf32x3-conv" and analysis.conv3 is not None:
+        return analysis.conv3[0]
     if spec.body.startswith("corpus:") and analysis.corpus is not None:
         variant = int(spec.body.split(":")[2])
         return corpus_kernels.body(analysis.corpus[0], analysis.corpus[1], variant, analysis.params)
@@ -161,8 +168,9 @@ def family_of(strategy: str) -> str:
     """The ranker family of a strategy name ("combo" for tuned variants)."""
     if strategy.startswith("fx-rewrite["):
         return "fx-rewrite" if strategy.endswith("]") else "fx-rewrite-compile"
-    if strategy.startswith("tf32x3-gemm"):
-        return "tf32x3-gemm" if "+" not in strategy else "combo"
+    for family in ("tf32x3-gemm", "tf32x3-conv"):
+        if strategy.startswith(family):
+            return family if "+" not in strategy else "combo"
     if strategy.startswith("corpus:"):
         return "corpus-triton" if strategy.count("+") == 0 else "combo"
     return BASE_FAMILIES.get(strategy, "combo")

@@ -1,5 +1,6 @@
-"""fp32 GEMMs on tensor cores at fp32 accuracy: the prior kernel ``matmul_tf32x3_triton.py``
-(3xTF32, tile sizes autotuned) in place of each large fp32 matmul of the forward.
+"""fp32 GEMMs and convolutions on tensor cores at fp32 accuracy: the prior kernels
+``matmul_tf32x3_triton.py`` and ``conv2d_tf32x3_triton.py`` (3xTF32, tile sizes autotuned)
+in place of each large fp32 matmul (family ``tf32x3-gemm``) or Conv2d (``tf32x3-conv``).
 
 An FX pass, run after the algebraic rewrites, swaps every nn.Linear, F.linear, matmul /
 mm / bmm / ``@`` and matrix-shaped einsum whose shapes give the tensor cores enough work
@@ -27,6 +28,8 @@ from .corpus_kernels import prior_kernel
 from .source import Body, Spec
 
 KERNEL_FILE = "matmul_tf32x3_triton.py"
+CONV_KERNEL_FILE = "conv2d_tf32x3_triton.py"
+MIN_CONV_K = 256  # C_in * KH * KW: a shorter reduction leaves the tensor cores idle (L2 21: 72)
 TILE = 128
 MIN_TILES = 132  # one wave of 128x128 output tiles on an H100: fewer leave SMs idle
 MIN_K = 512  # measured: K >= 1024 won on every KernelBench GEMM; K = 256 (L1 11's einsum) lost, 0.79x
@@ -45,6 +48,19 @@ def _kforge_mm3(a, b, bias=None):
 def _kforge_linear3(x, weight, bias=None):
     return _kforge_mm3(x, weight.t(), bias)
 '''
+
+
+CONV_HELPERS = """
+def _kforge_conv3(x, weight, bias, stride, padding, dilation):
+    return conv2d_tf32x3(x, weight, bias, stride, padding, dilation)
+"""
+
+
+def _kforge_conv3(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, stride: Any, padding: Any, dilation: Any
+) -> torch.Tensor:
+    """What the emitted convolution call computes (for shape propagation on meta tensors)."""
+    return torch.nn.functional.conv2d(x, weight, bias, stride, padding, dilation)
 
 
 def _kforge_mm3(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -136,7 +152,43 @@ def _matmul_operands(node: torch.fx.Node) -> tuple[Any, Any] | None:
     return None
 
 
+def replace_convs(gm: torch.fx.GraphModule) -> int:
+    """nn.Conv2d modules (groups 1, zero padding given as numbers) with enough output tiles
+    and a long enough reduction, on fp32 inputs, become ``_kforge_conv3`` calls."""
+    fired = 0
+    graph = gm.graph
+    for node in list(graph.nodes):
+        if node.op != "call_module" or not node.users:
+            continue
+        conv = gm.get_submodule(str(node.target))
+        x, out = _meta(node.args[0]) if node.args else None, _meta(node)
+        if (
+            not isinstance(conv, torch.nn.Conv2d)
+            or conv.groups != 1
+            or conv.padding_mode != "zeros"
+            or isinstance(conv.padding, str)
+            or x is None
+            or out is None
+            or x.dtype != torch.float32
+            or x.dim() != 4
+        ):
+            continue
+        c_out, c_in, kh, kw = conv.weight.shape
+        pixels = out.shape[0] * out.shape[2] * out.shape[3]
+        if c_in * kh * kw < MIN_CONV_K or -(-pixels // TILE) * -(-c_out // TILE) < MIN_TILES:
+            continue
+        with graph.inserting_before(node):
+            weight = graph.get_attr(f"{node.target}.weight")
+            bias = graph.get_attr(f"{node.target}.bias") if conv.bias is not None else None
+            args = (node.args[0], weight, bias, tuple(conv.stride), tuple(conv.padding), tuple(conv.dilation))
+            new = graph.create_node("call_function", _kforge_conv3, args, name="conv3")
+        node.replace_all_uses_with(new)
+        fired += 1
+    return fired
+
+
 PASSES = {**fx_rewrite.PASSES, "tf32x3": replace_gemms}
+CONV_PASSES = {**fx_rewrite.PASSES, "tf32x3-conv": replace_convs}
 
 
 def rewrite(model: torch.nn.Module, inputs: list[Any]) -> tuple[Body, list[str]] | None:
@@ -158,4 +210,27 @@ def spec(fired: list[str]) -> Spec:
         body="tf32x3",
         tag="tf32x3-gemm" + (f"[{','.join(algebra)}]" if algebra else ""),
         note="fp32 GEMMs on tensor cores at fp32 accuracy (3xTF32 Triton kernel, tiles autotuned)",
+    )
+
+
+def rewrite_convs(model: torch.nn.Module, inputs: list[Any]) -> tuple[Body, list[str]] | None:
+    """The forward with its large fp32 Conv2d layers on the 3xTF32 implicit-GEMM kernel
+    (after the algebraic rewrites), or None when no convolution qualifies."""
+    result = fx_rewrite.rewrite(model, inputs, CONV_PASSES, {"_kforge_conv3": _kforge_conv3})
+    if result is None or "tf32x3-conv" not in result[1]:
+        return None
+    body, fired = result
+    prelude = "\n\n".join(
+        p for p in (body.prelude, prior_kernel(CONV_KERNEL_FILE), CONV_HELPERS.strip("\n")) if p
+    )
+    return Body(method=body.method, prelude=prelude), fired
+
+
+def conv_spec(fired: list[str]) -> Spec:
+    algebra = [f for f in fired if f != "tf32x3-conv"]
+    return Spec(
+        family="tf32x3-conv",
+        body="tf32x3-conv",
+        tag="tf32x3-conv" + (f"[{','.join(algebra)}]" if algebra else ""),
+        note="fp32 convolutions on tensor cores at fp32 accuracy (3xTF32 implicit GEMM, bias fused, tiles autotuned)",
     )

@@ -66,6 +66,11 @@ def timed(fn, reps: int = 20) -> float:
     return statistics.median(times)
 
 
+def rel_err(out: torch.Tensor, ref64: torch.Tensor) -> float:
+    """||out - ref64|| / ||ref64||: the error against the float64 result."""
+    return float(torch.linalg.vector_norm(out.double() - ref64) / torch.linalg.vector_norm(ref64))
+
+
 def operand(batch: int, rows: int, cols: int, transposed: bool) -> torch.Tensor:
     shape = (cols, rows) if transposed else (rows, cols)
     x = torch.rand(*((batch,) if batch else ()), *shape, device="cuda")
@@ -79,13 +84,8 @@ def measure(name: str, batch: int, m: int, k: int, n: int, ta: bool, tb: bool) -
     ref32 = torch.matmul(a, b)
     ref64 = torch.matmul(a.double(), b.double())  # freed when measure returns
     out = matmul_tf32x3(a, b)
-    norm64 = torch.linalg.vector_norm(ref64)
-
-    def err(x: torch.Tensor) -> float:
-        return float(torch.linalg.vector_norm(x.double() - ref64) / norm64)
-
     strict = bool(torch.allclose(out, ref32, atol=1e-4, rtol=1e-4))
-    errors = (err(ref32), err(out))
+    errors = (rel_err(ref32, ref64), rel_err(out, ref64))
     t_fp32 = timed(lambda: torch.matmul(a, b))
     t_x3 = timed(lambda: matmul_tf32x3(a, b))
     torch.backends.cuda.matmul.allow_tf32 = True
@@ -117,13 +117,8 @@ def measure_conv(name: str, n: int, c: int, h: int, w: int, oc: int, k: int, pad
     ref32 = F.conv2d(x, weight, bias, 1, pad)
     ref64 = F.conv2d(x.double(), weight.double(), bias.double(), 1, pad)  # freed when this returns
     out = conv2d_tf32x3(x, weight, bias, 1, pad)
-    norm64 = torch.linalg.vector_norm(ref64)
-
-    def err(t: torch.Tensor) -> float:
-        return float(torch.linalg.vector_norm(t.double() - ref64) / norm64)
-
     strict = bool(torch.allclose(out, ref32, atol=1e-4, rtol=1e-4))
-    errors = (err(ref32), err(out))
+    errors = (rel_err(ref32, ref64), rel_err(out, ref64))
     t_cudnn = timed(lambda: F.conv2d(x, weight, bias, 1, pad))
     torch.backends.cudnn.benchmark = True
     t_bench = timed(lambda: F.conv2d(x, weight, bias, 1, pad))

@@ -93,17 +93,17 @@ def _ncu_rows(text: str) -> list[dict[str, str]]:
     return [r for r in rows if r.get(DURATION, "").replace(".", "", 1).replace(",", "").isdigit()]
 
 
+def _time_weighted(rows: list[dict[str, str]], metric: str) -> float:
+    """A metric's mean over kernels, each weighted by its duration."""
+    total = sum(_num(r.get(DURATION)) for r in rows) or 1.0
+    return sum(_num(r.get(metric)) * _num(r.get(DURATION)) for r in rows) / total
+
+
 def summarize_ncu(rows: list[dict[str, str]]) -> dict[str, Any]:
-    weights = [_num(r.get(DURATION)) for r in rows]
-    total = sum(weights) or 1.0
-
-    def weighted(metric: str) -> float:
-        return sum(_num(r.get(metric)) * w for r, w in zip(rows, weights, strict=True)) / total
-
-    summary: dict[str, Any] = {"kernels": len(rows), "gpu_time_ns": sum(weights)}
+    summary: dict[str, Any] = {"kernels": len(rows), "gpu_time_ns": sum(_num(r.get(DURATION)) for r in rows)}
     for metric, name in HEADLINE.items():
-        summary[name] = round(weighted(metric), 2)
-    stalls = {reason: weighted(STALL_METRIC.format(reason)) for reason in STALL_REASONS}
+        summary[name] = round(_time_weighted(rows, metric), 2)
+    stalls = {reason: _time_weighted(rows, STALL_METRIC.format(reason)) for reason in STALL_REASONS}
     top = sorted(stalls.items(), key=lambda kv: kv[1], reverse=True)[:3]
     summary["top_stalls"] = [{"reason": r, "cycles_per_issue": round(v, 2)} for r, v in top if v > 0]
     summary["top_kernels"] = top_kernels(rows)
@@ -121,18 +121,16 @@ def top_kernels(rows: list[dict[str, str]], n: int = 5) -> list[dict[str, Any]]:
     total = sum(_num(r.get(DURATION)) for r in rows) or 1.0
     out: list[dict[str, Any]] = []
     for name, group in groups.items():
-        time_ns = sum(_num(r.get(DURATION)) for r in group) or 1.0
-
-        def weighted(metric: str, group: list[dict[str, str]] = group, time_ns: float = time_ns) -> float:
-            return round(sum(_num(r.get(metric)) * _num(r.get(DURATION)) for r in group) / time_ns, 1)
-
+        time_ns = sum(_num(r.get(DURATION)) for r in group)
+        sm = _time_weighted(group, "sm__throughput.avg.pct_of_peak_sustained_elapsed")
+        dram = _time_weighted(group, "dram__throughput.avg.pct_of_peak_sustained_elapsed")
         out.append(
             {
                 "name": name[:120],
                 "share_pct": round(100.0 * time_ns / total, 1),
                 "launches": len(group),
-                "sm_throughput_pct": weighted("sm__throughput.avg.pct_of_peak_sustained_elapsed"),
-                "dram_throughput_pct": weighted("dram__throughput.avg.pct_of_peak_sustained_elapsed"),
+                "sm_throughput_pct": round(sm, 1),
+                "dram_throughput_pct": round(dram, 1),
             }
         )
     return sorted(out, key=lambda k: -float(k["share_pct"]))[:n]

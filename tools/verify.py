@@ -130,9 +130,9 @@ class Verifier:
         with torch.no_grad():
             expected = reference(*clone(inputs))
         ok, message, _, _ = compare(candidate_output, expected, self.precision)
-        if not ok and _agrees_with_fp64(candidate_output, expected, reference, inputs, self.precision):
+        if ok or _agrees_with_fp64(candidate_output, expected, reference, inputs, self.precision):
             return ""
-        return "" if ok else message
+        return message
 
     def _check_call(
         self,
@@ -219,11 +219,8 @@ class Verifier:
     def _fp64_errors(
         self, reference: torch.nn.Module, inputs: list[Any], cand_out: Any, ref_out: Any, verdict: Verdict
     ) -> None:
-        try:
-            ref64 = copy.deepcopy(reference).double()
-            with torch.no_grad():
-                out64 = ref64(*[x.double() if _is_float(x) else x for x in inputs])
-        except (RuntimeError, TypeError, NotImplementedError):
+        out64 = _reference64(reference, inputs)
+        if out64 is None:
             return  # an op without float64 support: no float64 figures for this task
         cand_err, ref_err = _rel_err(cand_out, out64), _rel_err(ref_out, out64)
         verdict.fp64_rel_err = max(verdict.fp64_rel_err or 0.0, cand_err)
@@ -245,12 +242,9 @@ def _agrees_with_fp64(
     tolerance, so only a result closer to the truth passes this way."""
     if not any(isinstance(t, torch.Tensor) and t.is_floating_point() for t in flatten(ref_out)):
         return False
-    try:
-        ref64 = copy.deepcopy(reference).double()
-        with torch.no_grad():
-            out64 = ref64(*[x.double() if _is_float(x) else x for x in inputs])
-    except (RuntimeError, TypeError, NotImplementedError):
-        return False  # an op without float64 support
+    out64 = _reference64(reference, inputs)
+    if out64 is None:
+        return False
     refs, exact = flatten(ref_out), flatten(out64)
     if len(refs) != len(exact):
         return False
@@ -262,6 +256,17 @@ def _agrees_with_fp64(
     ]
     ok, _, _, _ = compare(flatten(cand_out), rounded, precision)
     return ok
+
+
+def _reference64(reference: torch.nn.Module, inputs: list[Any]) -> Any:
+    """The reference's output computed in float64 (a copy of it, on float64 inputs), or None
+    for a model with an op that has no float64 kernel."""
+    try:
+        ref64 = copy.deepcopy(reference).double()
+        with torch.no_grad():
+            return ref64(*[x.double() if _is_float(x) else x for x in inputs])
+    except (RuntimeError, TypeError, NotImplementedError):
+        return None
 
 
 def compare(cand: Any, ref: Any, precision: PrecisionClass) -> tuple[bool, str, float, float]:

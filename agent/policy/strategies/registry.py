@@ -77,10 +77,11 @@ def base_specs(analysis: TaskAnalysis, precision_class: str, device: str) -> lis
     if analysis.fx is not None:
         fired = analysis.fx[1]
         specs += [fx_rewrite.spec(fired), fx_rewrite.spec(fired, runner="compile")]
-    if analysis.gemm3 is not None and precision_class == "fp32" and device == "cuda":
-        specs.append(tf32x3.spec(analysis.gemm3[1]))  # with tf32 allowed, plain TF32 is faster
-    if analysis.conv3 is not None and precision_class == "fp32" and device == "cuda":
-        specs.append(tf32x3.conv_spec(analysis.conv3[1]))
+    if precision_class == "fp32" and device == "cuda":  # with tf32 allowed, plain TF32 is faster
+        if analysis.gemm3 is not None:
+            specs.append(tf32x3.spec(analysis.gemm3[1]))
+        if analysis.conv3 is not None:
+            specs.append(tf32x3.conv_spec(analysis.conv3[1]))
     if analysis.corpus is not None:
         specs.append(corpus_kernels.spec(analysis.corpus[0], 0))
     specs += compile_modes.specs(features, device)

@@ -16,8 +16,10 @@ rejected as precision lowered.
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 import re
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -187,50 +189,68 @@ def replace_convs(gm: torch.fx.GraphModule) -> int:
     return fired
 
 
-PASSES = {**fx_rewrite.PASSES, "tf32x3": replace_gemms}
-CONV_PASSES = {**fx_rewrite.PASSES, "tf32x3-conv": replace_convs}
+@dataclasses.dataclass(frozen=True)
+class _Family:
+    """One kernel family: the FX pass that fires for it, the prior kernel and the wrappers
+    its calls need, and how its candidates show in a plan."""
+
+    name: str  # the ranker family and the tag
+    body: str  # Spec.body
+    pass_name: str  # as it shows in the fired passes
+    replace: Callable[[torch.fx.GraphModule], int]
+    kernel_file: str
+    wrappers: str  # module-level source of the functions the pass calls
+    helpers: dict[str, Callable[..., Any]]
+    note: str
+
+
+GEMM = _Family(
+    "tf32x3-gemm", "tf32x3", "tf32x3", replace_gemms, KERNEL_FILE, HELPERS,
+    {"_kforge_mm3": _kforge_mm3, "_kforge_linear3": _kforge_linear3},
+    "fp32 GEMMs on tensor cores at fp32 accuracy (3xTF32 Triton kernel, tiles autotuned)",
+)  # fmt: skip
+CONV = _Family(
+    "tf32x3-conv", "tf32x3-conv", "tf32x3-conv", replace_convs, CONV_KERNEL_FILE, CONV_HELPERS,
+    {"_kforge_conv3": _kforge_conv3},
+    "fp32 convolutions on tensor cores at fp32 accuracy (3xTF32 implicit GEMM, bias fused, tiles autotuned)",
+)  # fmt: skip
+
+
+def _rewrite(family: _Family, model: torch.nn.Module, inputs: list[Any]) -> tuple[Body, list[str]] | None:
+    """The forward with the family's layers on its kernel (after the algebraic rewrites), or
+    None when none qualifies."""
+    passes = {**fx_rewrite.PASSES, family.pass_name: family.replace}
+    result = fx_rewrite.rewrite(model, inputs, passes, family.helpers)
+    if result is None or family.pass_name not in result[1]:
+        return None
+    body, fired = result
+    parts = (body.prelude, prior_kernel(family.kernel_file), family.wrappers.strip("\n"))
+    return Body(method=body.method, prelude="\n\n".join(p for p in parts if p)), fired
+
+
+def _spec(family: _Family, fired: list[str]) -> Spec:
+    algebra = [f for f in fired if f != family.pass_name]
+    return Spec(
+        family=family.name,
+        body=family.body,
+        tag=family.name + (f"[{','.join(algebra)}]" if algebra else ""),
+        note=family.note,
+    )
 
 
 def rewrite(model: torch.nn.Module, inputs: list[Any]) -> tuple[Body, list[str]] | None:
-    """The forward with its large fp32 GEMMs on the 3xTF32 kernel (after the algebraic
-    rewrites), or None when no GEMM qualifies."""
-    helpers = {"_kforge_mm3": _kforge_mm3, "_kforge_linear3": _kforge_linear3}
-    result = fx_rewrite.rewrite(model, inputs, PASSES, helpers)
-    if result is None or "tf32x3" not in result[1]:
-        return None
-    body, fired = result
-    prelude = "\n\n".join(p for p in (body.prelude, prior_kernel(KERNEL_FILE), HELPERS.strip("\n")) if p)
-    return Body(method=body.method, prelude=prelude), fired
-
-
-def spec(fired: list[str]) -> Spec:
-    algebra = [f for f in fired if f != "tf32x3"]
-    return Spec(
-        family="tf32x3-gemm",
-        body="tf32x3",
-        tag="tf32x3-gemm" + (f"[{','.join(algebra)}]" if algebra else ""),
-        note="fp32 GEMMs on tensor cores at fp32 accuracy (3xTF32 Triton kernel, tiles autotuned)",
-    )
+    """The forward with its large fp32 GEMMs on the 3xTF32 kernel, or None."""
+    return _rewrite(GEMM, model, inputs)
 
 
 def rewrite_convs(model: torch.nn.Module, inputs: list[Any]) -> tuple[Body, list[str]] | None:
-    """The forward with its large fp32 Conv2d layers on the 3xTF32 implicit-GEMM kernel
-    (after the algebraic rewrites), or None when no convolution qualifies."""
-    result = fx_rewrite.rewrite(model, inputs, CONV_PASSES, {"_kforge_conv3": _kforge_conv3})
-    if result is None or "tf32x3-conv" not in result[1]:
-        return None
-    body, fired = result
-    prelude = "\n\n".join(
-        p for p in (body.prelude, prior_kernel(CONV_KERNEL_FILE), CONV_HELPERS.strip("\n")) if p
-    )
-    return Body(method=body.method, prelude=prelude), fired
+    """The forward with its large fp32 Conv2d layers on the 3xTF32 implicit-GEMM kernel, or None."""
+    return _rewrite(CONV, model, inputs)
+
+
+def spec(fired: list[str]) -> Spec:
+    return _spec(GEMM, fired)
 
 
 def conv_spec(fired: list[str]) -> Spec:
-    algebra = [f for f in fired if f != "tf32x3-conv"]
-    return Spec(
-        family="tf32x3-conv",
-        body="tf32x3-conv",
-        tag="tf32x3-conv" + (f"[{','.join(algebra)}]" if algebra else ""),
-        note="fp32 convolutions on tensor cores at fp32 accuracy (3xTF32 implicit GEMM, bias fused, tiles autotuned)",
-    )
+    return _spec(CONV, fired)

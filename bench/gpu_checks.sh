@@ -3,7 +3,7 @@
 # 10-minute call on an H100). Results go to $OUT; record them in docs/benchmarks.md.
 #
 #   carry: [".kb"] (a KernelBench checkout, for fidelity), [".whl/agent"] (wheels, for tests)
-#   command: bash bench/gpu_checks.sh fidelity|throughput|tests|profile|kbprofile
+#   command: bash bench/gpu_checks.sh fidelity|throughput|tests|profile|kbprofile|convs
 set -u
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
@@ -31,5 +31,7 @@ case ${1:-tests} in
   kbprofile)   # ncu of eager KernelBench forwards (carry .kb): which kernels bound each task; PROFILE_LEVEL=2
     (cd bench && python3 profile_kernelbench.py ../.kb/KernelBench --level "${PROFILE_LEVEL:-2}" \
       --json "$OUT/kbprofile-l${PROFILE_LEVEL:-2}.json" ${PROFILE_ARGS:-}) 2>&1 | tee "$OUT/kbprofile.log" ;;
-  *) echo "usage: bash bench/gpu_checks.sh fidelity|throughput|tests|profile|kbprofile" >&2; exit 2 ;;
+  convs)       # the 3xTF32 implicit-GEMM Conv2d against cuDNN FP32 at KernelBench shapes
+    (cd bench && python3 bench_tf32x3.py --convs-only) 2>&1 | tee "$OUT/convs.log" ;;
+  *) echo "usage: bash bench/gpu_checks.sh fidelity|throughput|tests|profile|kbprofile|convs" >&2; exit 2 ;;
 esac

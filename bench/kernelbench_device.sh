@@ -8,7 +8,8 @@
 #   (before the next call: it resumes from the carried folder, so a call made without
 #   unpacking the last one's redoes that call's tasks in a second lineage)
 #   Several GPUs (nvidia-h200-x8): KB_GPUS=0,1,...,7, one batch worker per GPU.
-#   KB_GPUS=0,1,2 KB_TESTS_GPU=3: the GPU test suite on the fourth GPU meanwhile.
+#   KB_GPUS=0,1,2 KB_TESTS_GPU=3: the GPU test suite on the fourth GPU meanwhile;
+#   KB_SIDE="tests convs kbprofile": these parts of bench/gpu_checks.sh there, one after another.
 #
 # Arguments: batch name, precision class (fp32 or tf32), seconds after which no new task starts.
 # The selection (fixed when the batch is created): levels 1-3, the first 30 tasks of each level
@@ -26,7 +27,11 @@ export PYTHONPATH=/tmp/kfpath PYTHONUNBUFFERED=1 KFORGE_CACHE=/tmp/kforge-cache
 # KB_TESTS_GPU=3: the GPU test suite (bench/gpu_checks.sh tests, which installs what the agent
 # tests import) runs on that GPU meanwhile; keep it out of KB_GPUS. Its log is $OUT/gpu_tests.log.
 if [ -n "${KB_TESTS_GPU:-}" ]; then
-  (CUDA_VISIBLE_DEVICES=$KB_TESTS_GPU timeout $((BUDGET + 120)) bash bench/gpu_checks.sh tests > /dev/null 2>&1) &
+  (end=$(( $(date +%s) + BUDGET + 120 ))
+   for part in ${KB_SIDE:-tests}; do
+     left=$(( end - $(date +%s) )); [ "$left" -gt 30 ] || break
+     CUDA_VISIBLE_DEVICES=$KB_TESTS_GPU timeout "$left" bash bench/gpu_checks.sh "$part" > /dev/null 2>&1
+   done) &
   TESTS_PID=$!
 fi
 KFORGE="python3 -c 'from kforge.agent.cli import main; main()'"

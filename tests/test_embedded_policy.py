@@ -175,3 +175,38 @@ def test_max_autotune_is_skipped_where_autotuning_outlasts_an_evaluation():
     assert "compile-max-autotune" in families(245)  # MobileNetV2: max-autotune won, 2.2x
     assert {"compile-max-autotune", "compile-max-autotune-no-cudagraphs"}.isdisjoint(families(378))
     assert "compile-default" in families(378)
+
+
+def test_max_autotune_keeps_cudnn_for_networks_of_many_convolutions():
+    """KernelBench L3 AlexNet, GoogleNet and ResNet18 (5-57 convolutions): max-autotune's
+    Triton conv templates ran past the 300 s evaluation limit. Above MAX_TEMPLATE_CONVS the
+    candidate tells Inductor to benchmark no conv templates; a single conv still gets them."""
+    import dataclasses
+
+    import torch
+    import torch._inductor.config as inductor
+    from kforge.agent.policy.features import TaskFeatures
+    from kforge.agent.policy.strategies import compile_modes, runners
+
+    def autotuned(convs: int) -> list:
+        features = TaskFeatures(launches=3 * convs, ops={"convolution": convs}, conv_dims=2)
+        return [s for s in compile_modes.specs(features, "cuda") if "autotune" in s.mode]
+
+    assert all(s.flags == () for s in autotuned(1))
+    net = autotuned(20)
+    assert [s.name for s in net] == [
+        "aten-convs+compile-max-autotune-no-cudagraphs",
+        "aten-convs+compile-max-autotune",
+    ]
+    assert {s.family for s in net} == {"compile-max-autotune-no-cudagraphs", "compile-max-autotune"}
+    for spec in (net[1], dataclasses.replace(net[1], runner="compile-graph")):
+        code = runners.runner_code(spec)
+        assert code.index('max_autotune_conv_backends = "ATEN"') < code.index("torch.compile(")
+    plain = runners.runner_code(autotuned(1)[0])
+    assert "max_autotune_conv_backends" not in plain
+    before = inductor.max_autotune_conv_backends
+    try:  # the emitted line is a real Inductor setting
+        exec(runners.ATEN_CONVS.strip().replace("\n        ", "\n"), {"torch": torch})
+        assert inductor.max_autotune_conv_backends == "ATEN"
+    finally:
+        inductor.max_autotune_conv_backends = before

@@ -28,8 +28,21 @@ def too_big_to_autotune(features: TaskFeatures) -> bool:
     return features.launches > MAX_AUTOTUNE_OPS
 
 
-def compile_spec(mode: str) -> Spec:
-    return Spec(family=f"compile-{mode}", runner="compile", mode=mode, note=NOTES[mode])
+# Above this many convolutions, max-autotune keeps cuDNN for them ("aten-convs": Inductor's
+# Triton conv templates are not benchmarked). Each conv shape costs about 20 Triton compiles,
+# and on KernelBench L3 AlexNet, GoogleNet and ResNet18 (5-57 convolutions) max-autotune ran
+# past the 300 s evaluation limit; in fp32 the templates ran at 42-48% of cuDNN's speed there
+# (Inductor's own note: "on CUDA, profiling shows no gains on H100").
+MAX_TEMPLATE_CONVS = 4
+
+
+def aten_convs(features: TaskFeatures) -> bool:
+    return features.ops.get("convolution", 0) > MAX_TEMPLATE_CONVS
+
+
+def compile_spec(mode: str, features: TaskFeatures | None = None) -> Spec:
+    flags = ("aten-convs",) if "autotune" in mode and features is not None and aten_convs(features) else ()
+    return Spec(family=f"compile-{mode}", runner="compile", mode=mode, flags=flags, note=NOTES[mode])
 
 
 def specs(features: TaskFeatures, device: str) -> list[Spec]:
@@ -37,6 +50,6 @@ def specs(features: TaskFeatures, device: str) -> list[Spec]:
         return [compile_spec("default")]  # CUDA graphs and GPU autotuning need a GPU
     out = [compile_spec("default"), compile_spec("reduce-overhead")]
     if (features.has_matmul or features.has_conv) and not too_big_to_autotune(features):
-        out.append(compile_spec("max-autotune-no-cudagraphs"))
-        out.append(compile_spec("max-autotune"))
+        out.append(compile_spec("max-autotune-no-cudagraphs", features))
+        out.append(compile_spec("max-autotune", features))
     return out

@@ -108,7 +108,8 @@ def variants(spec: Spec, analysis: TaskAnalysis, device: str) -> list[Spec]:
             out.append(dataclasses.replace(combo, runner="cuda-graph"))
     elif spec.runner == "compile" and spec.mode == "default" and on_gpu:
         out.append(dataclasses.replace(combo, runner="compile-graph"))
-        out.append(dataclasses.replace(combo, mode="max-autotune-no-cudagraphs"))
+        tuned = compile_modes.compile_spec("max-autotune-no-cudagraphs", analysis.features)
+        out.append(dataclasses.replace(combo, mode=tuned.mode, flags=(*spec.flags, *tuned.flags)))
     elif spec.runner == "cuda-graph":
         out.append(dataclasses.replace(combo, runner="compile-graph", mode="default"))
     if (

@@ -62,16 +62,27 @@ COMPILED_TARGET = """self.__dict__.get("_kforge_compiled")
         self.__dict__["_kforge_compiled"] = fn"""
 
 
+# "aten-convs": max-autotune benchmarks no Triton conv templates (convolutions stay cuDNN).
+# Set in the candidate's own worker before its first compile; default-mode compiles ignore it.
+ATEN_CONVS = 'import torch._inductor.config\n        torch._inductor.config.max_autotune_conv_backends = "ATEN"\n        '
+
+
 def runner_code(spec: Spec) -> str:
     if spec.runner == "eager":
         return EAGER_RUNNER
+    pre = ATEN_CONVS if "aten-convs" in spec.flags else ""
     if spec.runner == "compile":
         ret = "_kforge_clone(fn(*args))" if spec.mode in CUDAGRAPH_MODES else "fn(*args)"
-        return COMPILE_RUNNER.format(mode=spec.mode, ret=ret)
+        return COMPILE_RUNNER.format(mode=spec.mode, ret=ret).replace(
+            "fn = torch.compile", pre + "fn = torch.compile"
+        )
     if spec.runner == "cuda-graph":
         return GRAPH_RUNNER.replace("{target}", "self._kforge_body")
     if spec.runner == "compile-graph":
-        return GRAPH_RUNNER.replace("{target}", COMPILED_TARGET.format(mode=spec.mode))
+        target = COMPILED_TARGET.format(mode=spec.mode).replace(
+            "fn = torch.compile", pre + "fn = torch.compile"
+        )
+        return GRAPH_RUNNER.replace("{target}", target)
     raise ValueError(f"unknown runner {spec.runner!r}")
 
 

@@ -144,6 +144,7 @@ def run_task(entry: TaskEntry, options: BatchOptions) -> dict[str, Any]:
         "eager_ms": baseline.eager_ms if baseline else None,
         "compile_ms": baseline.compile_ms if baseline else None,
         "baseline": baseline.to_json() if baseline else None,
+        "eval_timeout_s": settings.eval_timeout_s,
     }
     best_id = summary.best_attempt_id
     if best_id is None or best_id not in results:

@@ -38,7 +38,7 @@ KFORGE="python3 -c 'from kforge.agent.cli import main; main()'"
 DIR=.carry/kb/$NAME
 mkdir -p .carry/kb
 if [ -f "$DIR/batch.json" ]; then
-  ARGS="--resume $DIR"
+  ARGS="--resume $DIR ${KB_RESUME_EXTRA:-}"   # e.g. KB_RESUME_EXTRA="--eval-timeout 150" (recorded per task)
 else
   ARGS=".kb --level 1,2,3 --limit ${KB_LIMIT:-30} --precision $PRECISION --out $DIR $EXTRA"
 fi

@@ -95,13 +95,16 @@ def test_killed_batch_resumes_without_redoing_finished_tasks(tmp_path, env):
     proc.wait()
     before = _lines(out)
     assert len(before) == 2 and before[0]["task"] == "1_not_a_task"
-    done = subprocess.run(
-        [*CLI, "--resume", str(out), "--quiet"], env=env, capture_output=True, text=True, timeout=600
-    )
+    done = subprocess.run(  # a new evaluation limit applies to the tasks still to run
+        [*CLI, "--resume", str(out), "--quiet", "--eval-timeout", "240"],
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     after = _lines(out)
     assert [x["task"] for x in after] == ["1_not_a_task", "2_linear_sum", "3_softmax_rows"]
     assert after[:2] == before and after[2]["status"] == "ok"
+    assert before[1]["eval_timeout_s"] == 300 and after[2]["eval_timeout_s"] == 240
+    assert json.loads((out / "batch.json").read_text())["settings"]["eval_timeout_s"] == 240
 
 
 def test_each_batch_worker_gets_its_share_of_the_host_for_compiling(monkeypatch):

@@ -47,7 +47,10 @@ def batch_command(
     max_time: Annotated[
         float | None, typer.Option(help="start no new task after this many seconds (resume for the rest)")
     ] = None,
-    eval_timeout: Annotated[float, typer.Option(help="seconds per evaluation worker")] = 300.0,
+    eval_timeout: Annotated[
+        float | None,
+        typer.Option(help="seconds per evaluation worker (default 300; with --resume: from now on)"),
+    ] = None,
     out: Annotated[Path | None, typer.Option(help="batch folder (default kforge-batch)")] = None,
     resume: Annotated[Path | None, typer.Option(help="continue the batch in this folder")] = None,
     config: Annotated[Path | None, typer.Option(help="TOML config (LLM endpoint for --policy llm)")] = None,
@@ -69,6 +72,8 @@ def batch_command(
             strategies = ",".join(saved.get("families") or []) or None
             trials, confirm = saved.get("trials", trials), saved.get("confirm", confirm)
             settings = resolve({}, config=config, saved=saved["settings"])
+            if eval_timeout is not None:  # tasks already in results.jsonl keep the limit they ran under
+                settings = settings.replace(eval_timeout_s=eval_timeout)
             device, precision = settings.device, settings.precision
         else:
             if not paths:
@@ -76,7 +81,7 @@ def batch_command(
             selection = {"paths": [str(p) for p in paths], "level": level, "tasks": tasks, "limit": limit}
             flags = dict(
                 device=device, precision=precision, rounds=rounds, candidates=candidates, patience=1,
-                timing_trials=timing_trials, eval_timeout_s=eval_timeout, retrieval=policy == "llm",
+                timing_trials=timing_trials, eval_timeout_s=eval_timeout or 300.0, retrieval=policy == "llm",
             )  # fmt: skip
             _check(policy, device, precision)
             settings = resolve(flags, config=config)

@@ -178,9 +178,10 @@ def test_max_autotune_is_skipped_where_autotuning_outlasts_an_evaluation():
 
 
 def test_max_autotune_keeps_cudnn_for_networks_of_many_convolutions():
-    """KernelBench L3 AlexNet, GoogleNet and ResNet18 (5-57 convolutions): max-autotune's
-    Triton conv templates ran past the 300 s evaluation limit. Above MAX_TEMPLATE_CONVS the
-    candidate tells Inductor to benchmark no conv templates; a single conv still gets them."""
+    """KernelBench L3 AlexNet, GoogleNet, ResNet18, MobileNets, EfficientNet B0: max-autotune's
+    Triton conv and GEMM templates (1x1 convolutions lower to GEMMs) ran past the evaluation
+    limit. Above MAX_TEMPLATE_CONVS the candidate tells Inductor to benchmark neither; a task
+    with a single conv still gets them."""
     import dataclasses
 
     import torch
@@ -204,9 +205,9 @@ def test_max_autotune_keeps_cudnn_for_networks_of_many_convolutions():
         assert code.index('max_autotune_conv_backends = "ATEN"') < code.index("torch.compile(")
     plain = runners.runner_code(autotuned(1)[0])
     assert "max_autotune_conv_backends" not in plain
-    before = inductor.max_autotune_conv_backends
-    try:  # the emitted line is a real Inductor setting
+    before = inductor.max_autotune_conv_backends, inductor.max_autotune_gemm_backends
+    try:  # the emitted lines are real Inductor settings
         exec(runners.ATEN_CONVS.strip().replace("\n        ", "\n"), {"torch": torch})
-        assert inductor.max_autotune_conv_backends == "ATEN"
+        assert (inductor.max_autotune_conv_backends, inductor.max_autotune_gemm_backends) == ("ATEN", "ATEN")
     finally:
-        inductor.max_autotune_conv_backends = before
+        inductor.max_autotune_conv_backends, inductor.max_autotune_gemm_backends = before

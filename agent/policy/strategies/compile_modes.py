@@ -28,11 +28,12 @@ def too_big_to_autotune(features: TaskFeatures) -> bool:
     return features.launches > MAX_AUTOTUNE_OPS
 
 
-# Above this many convolutions, max-autotune keeps cuDNN for them ("aten-convs": Inductor's
-# Triton conv templates are not benchmarked). Each conv shape costs about 20 Triton compiles,
-# and on KernelBench L3 AlexNet, GoogleNet and ResNet18 (5-57 convolutions) max-autotune ran
-# past the 300 s evaluation limit; in fp32 the templates ran at 42-48% of cuDNN's speed there
-# (Inductor's own note: "on CUDA, profiling shows no gains on H100").
+# Above this many convolutions, max-autotune keeps cuDNN and cuBLAS ("aten-convs": Inductor's
+# Triton conv and GEMM templates are not benchmarked; 1x1 convolutions lower to GEMMs). Each
+# shape costs about 20 Triton compiles: on KernelBench L3 AlexNet, GoogleNet, ResNet18,
+# MobileNetV1/V2 and EfficientNet B0 max-autotune ran past the evaluation limit, and in fp32
+# the templates ran at 37-48% of cuDNN's or cuBLAS's speed there (Inductor's own note on conv
+# templates: "on CUDA, profiling shows no gains on H100").
 MAX_TEMPLATE_CONVS = 4
 
 

@@ -62,9 +62,15 @@ COMPILED_TARGET = """self.__dict__.get("_kforge_compiled")
         self.__dict__["_kforge_compiled"] = fn"""
 
 
-# "aten-convs": max-autotune benchmarks no Triton conv templates (convolutions stay cuDNN).
+# "aten-convs": max-autotune benchmarks no Triton conv or GEMM templates: convolutions stay on
+# cuDNN, and so do the 1x1 ones Inductor lowers to GEMMs (MobileNet/EfficientNet: in fp32 the
+# mm templates ran at 37-43% of cuBLAS and autotuning them outlasted a 150-300 s evaluation).
 # Set in the candidate's own worker before its first compile; default-mode compiles ignore it.
-ATEN_CONVS = 'import torch._inductor.config\n        torch._inductor.config.max_autotune_conv_backends = "ATEN"\n        '
+ATEN_CONVS = (
+    "import torch._inductor.config\n        "
+    'torch._inductor.config.max_autotune_conv_backends = "ATEN"\n        '
+    'torch._inductor.config.max_autotune_gemm_backends = "ATEN"\n        '
+)
 
 
 def runner_code(spec: Spec) -> str:

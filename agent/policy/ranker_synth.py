@@ -33,7 +33,7 @@ ARCHETYPES: dict[str, dict[str, tuple[float, float, float]]] = {
         "compile-default": (0.05, 0.1, 0.02), "cuda-graph": (0.0, 0.03, 0.05), "compile-reduce-overhead": (0.05, 0.1, 0.05),
         "compile-graph": (0.05, 0.1, 0.05), "cudnn-benchmark": (0.4, 0.3, 0.0), "cudnn-compile": (0.5, 0.3, 0.02),
         "channels-last": (0.2, 0.4, 0.05), "compile-max-autotune-no-cudagraphs": (0.1, 0.2, 0.1),
-        "compile-max-autotune": (0.1, 0.2, 0.1),
+        "compile-max-autotune": (0.1, 0.2, 0.1), "tf32x3-conv": (0.2, 0.15, 0.1),
     },
     "elementwise": {
         "compile-default": (1.0, 0.4, 0.02), "cuda-graph": (0.05, 0.05, 0.02), "compile-reduce-overhead": (1.0, 0.4, 0.05),

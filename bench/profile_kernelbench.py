@@ -99,8 +99,11 @@ def main() -> None:
     for path in tasks:
         summary = profile(path, args.precision, args.timeout)
         everything[path.stem] = summary
+        if args.json:  # written after every task: a call cut short keeps what it profiled
+            args.json.write_text(json.dumps(everything, indent=1))
         if "error" in summary:
             rows.append((path.stem[:40], "-", "-", "-", "-", summary["error"][:100]))
+            print(" | ".join(rows[-1]), flush=True)
             continue
         longest = "; ".join(
             f"{k['name'][:48]} {k['share_pct']:.0f}% (SM {k['sm_throughput_pct']:.0f}, DRAM {k['dram_throughput_pct']:.0f})"
@@ -116,13 +119,12 @@ def main() -> None:
                 longest,
             )
         )
+        print(" | ".join(rows[-1]), flush=True)  # as it goes; the table follows at the end
     print_table(
         f"eager forward under ncu, level {args.level}, {args.precision} (throughputs: % of peak, time-weighted)",
         ["task", "GPU ms", "kernels", "SM %", "DRAM %", "longest kernels (share, SM %, DRAM %)"],
         rows,
     )
-    if args.json:
-        args.json.write_text(json.dumps(everything, indent=1))
 
 
 if __name__ == "__main__":

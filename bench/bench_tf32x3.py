@@ -144,7 +144,7 @@ def measure_conv(name: str, n: int, c: int, h: int, w: int, oc: int, k: int, pad
 
 
 def main() -> None:
-    print(header("python bench/bench_tf32x3.py"))
+    print(header("python bench/bench_tf32x3.py " + " ".join(sys.argv[1:])))
     rows = []
     for shape in [] if "--convs-only" in sys.argv else SHAPES:
         rows.append(measure(*shape))

@@ -3,7 +3,7 @@
 # 10-minute call on an H100). Results go to $OUT; record them in docs/benchmarks.md.
 #
 #   carry: [".kb"] (a KernelBench checkout, for fidelity), [".whl/agent"] (wheels, for tests)
-#   command: bash bench/gpu_checks.sh fidelity|throughput|tests|profile|kbprofile|convs
+#   command: bash bench/gpu_checks.sh fidelity|throughput|tests|profile|kbprofile|convs|autotune
 set -u
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
@@ -33,5 +33,22 @@ case ${1:-tests} in
       --json "$OUT/kbprofile-l${PROFILE_LEVEL:-2}.json" ${PROFILE_ARGS:-}) 2>&1 | tee "$OUT/kbprofile.log" ;;
   convs)       # the 3xTF32 implicit-GEMM Conv2d against cuDNN FP32 at KernelBench shapes
     (cd bench && python3 bench_tf32x3.py --convs-only) 2>&1 | tee "$OUT/convs.log" ;;
-  *) echo "usage: bash bench/gpu_checks.sh fidelity|throughput|tests|profile|kbprofile|convs" >&2; exit 2 ;;
+  autotune)    # max-autotune on L3 ResNet18 (carry .kb, .whl/agent): verified in 24 s in session 3,
+               # over 300 s in sessions 4-5. The same batch with the spare worker off, then on,
+               # each with its own cold cache; prints each attempt's status and phases.
+    python3 -m pip install -q --no-index --find-links .whl/agent langgraph langgraph-checkpoint-sqlite \
+      langchain-core 2>&1 | grep -v WARNING | tail -2
+    for spare in 0 1; do
+      /usr/bin/time -f "spare worker $spare: %e s wall" env KFORGE_SPARE_WORKER=$spare \
+        KFORGE_CACHE=/tmp/kf-autotune-$spare timeout 900 kforge batch .kb --level 3 \
+        --tasks "${AUTOTUNE_TASKS:-9}" --strategies compile-max-autotune --rounds 1 --candidates 1 \
+        --no-confirm --eval-timeout 420 --quiet --out "/tmp/autotune-$spare" > /dev/null
+      for db in /tmp/autotune-$spare/runs/*/*/trajectories.db; do
+        python3 -c "import json,re,sqlite3,sys
+rows = sqlite3.connect(sys.argv[1]).execute('select a.strategy, r.status, r.result_json from attempts a join results r using (run_id, attempt_id)')
+for strategy, status, result in rows:
+    print(sys.argv[2], strategy, status, re.findall('phases:.*|timed out.*', json.loads(result).get('log') or '')[:1])" "$db" "spare=$spare"
+      done
+    done 2>&1 | tee "$OUT/autotune.log" ;;
+  *) echo "usage: bash bench/gpu_checks.sh fidelity|throughput|tests|profile|kbprofile|convs|autotune" >&2; exit 2 ;;
 esac

@@ -187,3 +187,37 @@ def test_the_next_worker_is_started_ahead_and_serves_one_job(
     monkeypatch.setenv("KFORGE_SPARE_WORKER", "0")
     sandbox._end_spare()
     assert not run("off").prestarted and sandbox._spare is None
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0, reason="only root can lower a nice value"
+)
+def test_a_handed_over_spare_runs_every_thread_at_normal_priority(tmp_path: Path) -> None:
+    """The spare imports at nice 19; threads it started then kept 19 after hand-over (only the
+    main thread was reset), and so did anything they started for the job."""
+    import subprocess
+    import time
+
+    from kforge.tools.sandbox import _renice
+
+    code = "import sys, threading, time\nthreading.Thread(target=time.sleep, args=(30,), daemon=True).start()\nsys.stdin.readline()"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, preexec_fn=lambda: os.nice(19)
+    )
+    try:
+        task = Path(f"/proc/{proc.pid}/task")
+        deadline = time.monotonic() + 20
+        while len(list(task.iterdir())) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+        def nice_values() -> list[int]:
+            return [int((t / "stat").read_text().rsplit(")", 1)[1].split()[16]) for t in task.iterdir()]
+
+        assert nice_values() == [19, 19]
+        os.setpriority(os.PRIO_PROCESS, proc.pid, 0)  # what hand-over did before: the main thread only
+        assert sorted(nice_values()) == [0, 19]
+        _renice(proc.pid)
+        assert nice_values() == [0, 0]
+    finally:
+        proc.kill()
+        proc.wait()

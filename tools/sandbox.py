@@ -157,8 +157,26 @@ def _discard(spare: _Spare) -> None:
     spare.log_path.unlink(missing_ok=True)
 
 
+def _renice(pid: int) -> None:
+    """Every thread of ``pid`` back to priority 0. On Linux a nice value belongs to a thread:
+    resetting the process's main thread alone leaves the threads it started while importing
+    at 19, and a thread inherits its creator's value."""
+    try:
+        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        tids = [pid]
+    for tid in tids:
+        try:
+            os.setpriority(os.PRIO_PROCESS, tid, 0)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 def _hand_over(spare: _Spare, job_path: Path) -> bool:
-    """Give the waiting worker its job; False when it is gone."""
+    """Give the waiting worker its job; False when it is gone. It is reniced first, while it
+    still waits, so that nothing it starts for the job inherits the spare's low priority."""
+    if os.geteuid() == 0:  # from now on it runs at normal priority, like a fresh worker
+        _renice(spare.proc.pid)
     try:
         assert spare.proc.stdin is not None
         spare.proc.stdin.write(f"{job_path}\n".encode())
@@ -166,11 +184,6 @@ def _hand_over(spare: _Spare, job_path: Path) -> bool:
     except (BrokenPipeError, OSError):
         _discard(spare)
         return False
-    if os.geteuid() == 0:  # from now on it runs at normal priority, like a fresh worker
-        try:
-            os.setpriority(os.PRIO_PROCESS, spare.proc.pid, 0)
-        except ProcessLookupError:
-            pass
     return True
 
 

@@ -38,16 +38,22 @@ case ${1:-tests} in
                # each with its own cold cache; prints each attempt's status and phases.
     python3 -m pip install -q --no-index --find-links .whl/agent langgraph langgraph-checkpoint-sqlite \
       langchain-core 2>&1 | grep -v WARNING | tail -2
-    for spare in 0 1; do
+    # AUTOTUNE_SPARES="1 0": the arms in that order; AUTOTUNE_TIMEOUT: each evaluation's limit.
+    # Per attempt: status, phases (or the timeout), and Inductor's own autotuning totals from
+    # the worker's log (SingleProcess AUTOTUNE lines: benchmarking and precompiling seconds).
+    for spare in ${AUTOTUNE_SPARES:-1 0}; do
       /usr/bin/time -f "spare worker $spare: %e s wall" env KFORGE_SPARE_WORKER=$spare \
-        KFORGE_CACHE=/tmp/kf-autotune-$spare timeout 900 kforge batch .kb --level 3 \
-        --tasks "${AUTOTUNE_TASKS:-9}" --strategies compile-max-autotune --rounds 1 --candidates 1 \
-        --no-confirm --eval-timeout 420 --quiet --out "/tmp/autotune-$spare" > /dev/null
+        KFORGE_CACHE=/tmp/kf-autotune-$spare timeout $(( ${AUTOTUNE_TIMEOUT:-420} + 120 )) kforge batch .kb \
+        --level 3 --tasks "${AUTOTUNE_TASKS:-9}" --strategies compile-max-autotune --rounds 1 --candidates 1 \
+        --no-confirm --eval-timeout "${AUTOTUNE_TIMEOUT:-420}" --quiet --out "/tmp/autotune-$spare" > /dev/null
       for db in /tmp/autotune-$spare/runs/*/*/trajectories.db; do
         python3 -c "import json,re,sqlite3,sys
 rows = sqlite3.connect(sys.argv[1]).execute('select a.strategy, r.status, r.result_json from attempts a join results r using (run_id, attempt_id)')
 for strategy, status, result in rows:
-    print(sys.argv[2], strategy, status, re.findall('phases:.*|timed out.*', json.loads(result).get('log') or '')[:1])" "$db" "spare=$spare"
+    log = json.loads(result).get('log') or ''
+    tuned = [(float(b), float(p)) for b, p in re.findall(r'AUTOTUNE benchmarking takes ([0-9.]+) seconds and ([0-9.]+) seconds precompiling', log)]
+    print(sys.argv[2], strategy, status, re.findall('phases:.*|timed out.*', log)[:1],
+          f'autotune lines in the log tail: {len(tuned)}, benchmarking {sum(b for b, _ in tuned):.1f} s, precompiling {sum(p for _, p in tuned):.1f} s')" "$db" "spare=$spare"
       done
     done 2>&1 | tee "$OUT/autotune.log" ;;
   *) echo "usage: bash bench/gpu_checks.sh fidelity|throughput|tests|profile|kbprofile|convs|autotune" >&2; exit 2 ;;

@@ -63,6 +63,10 @@ def test_batch_over_a_list_records_every_task_and_summarises(tmp_path, env):
         assert line["status"] == "ok" and line["best_strategy"].startswith(strategy), line.get("error")
         assert line["result"]["status"] == "ok" and line["confirmed"] and line["speedup_vs_eager"] > 0
         assert Path(line["best_path"]).is_file() and line["eager_ms"] > 0
+        # the confirmation timed eager, torch.compile and the candidate in one window
+        timed = {k: line["result"][k]["median_ms"] for k in ("candidate", "eager", "compiled")}
+        assert line["compile_speedup_vs_eager"] == pytest.approx(timed["eager"] / timed["compiled"])
+        assert line["speedup_vs_compile"] == pytest.approx(timed["compiled"] / timed["candidate"])
     summary = json.loads((out / "summary.json").read_text())["overall"]
     assert summary["valid_tasks"] == 3 and summary["correct"] == 2 and summary["invalid_tasks"] == 1
     assert (out / "summary.md").is_file() and (out / "speedups.png").is_file()

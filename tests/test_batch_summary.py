@@ -51,3 +51,31 @@ def test_write_summary_files(tmp_path):
     assert "| overall (6) | 5 | 0.80 | 0.60 / 0.40 / 0.20 |" in md and "| level2 (1) |" in md
     assert "![speedup distribution](speedups.png)" in md and (tmp_path / "speedups.png").stat().st_size > 1000
     assert json.loads((tmp_path / "summary.json").read_text())["overall"]["correct"] == 4
+
+
+def test_speedups_come_from_the_candidates_window_when_it_timed_compile():
+    from kforge.agent.batch import speedups
+    from kforge.tools.result import Result, Status, Timing
+
+    def timing(ms: float) -> Timing:
+        return Timing(median_ms=ms, min_ms=ms, max_ms=ms, iqr_ms=0.0, trials=3)
+
+    def result(eager: float, compiled: float | None, candidate: float | None) -> Result:
+        return Result(
+            status=Status.OK,
+            precision="fp32",
+            device="cuda",
+            eager=timing(eager),
+            compiled=timing(compiled) if compiled else None,
+            candidate=timing(candidate) if candidate else None,
+        )
+
+    # KernelBench L3 29 (SwinMLP) on 4x H200: eager 13.3 ms in the baseline worker, 6.1 ms beside the candidate
+    baseline = result(13.3, 8.9, None)
+    beside = speedups(result(6.1, 5.6, 4.6), baseline)
+    assert beside["speedup_vs_eager"] == pytest.approx(6.1 / 4.6)
+    assert beside["speedup_vs_compile"] == pytest.approx(5.6 / 4.6)  # not (6.1 / 4.6) / (13.3 / 8.9) = 0.89
+    assert beside["compile_speedup_vs_eager"] == pytest.approx(6.1 / 5.6)
+    unconfirmed = speedups(result(6.1, None, 4.6), baseline)  # no compile beside it: the baseline's ratio
+    assert unconfirmed["speedup_vs_compile"] == pytest.approx((6.1 / 4.6) / (13.3 / 8.9))
+    assert speedups(result(6.1, None, 4.6), None)["speedup_vs_compile"] is None

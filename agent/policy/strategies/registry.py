@@ -167,7 +167,10 @@ BASE_FAMILIES = _base_families()
 
 
 def family_of(strategy: str) -> str:
-    """The ranker family of a strategy name ("combo" for tuned variants)."""
+    """The ranker family of a strategy name ("combo" for tuned variants). The aten-convs flag
+    only keeps Inductor's autotuning on cuDNN and cuBLAS: the family is the mode's."""
+    if strategy.startswith("aten-convs+"):
+        return family_of(strategy.removeprefix("aten-convs+"))
     if strategy.startswith("fx-rewrite["):
         return "fx-rewrite" if strategy.endswith("]") else "fx-rewrite-compile"
     for family in ("tf32x3-gemm", "tf32x3-conv"):

@@ -176,7 +176,10 @@ def test_family_of_inverts_the_names():
     assert registry.family_of("corpus:softmax_triton:bs1024") == "corpus-triton"
     assert registry.family_of("cuda-graph+cudnn-benchmark") == "combo"
     assert registry.family_of("aten-convs+compile-max-autotune") == "compile-max-autotune"
-    assert registry.family_of("aten-convs+compile-max-autotune-no-cudagraphs") == "compile-max-autotune-no-cudagraphs"
+    assert (
+        registry.family_of("aten-convs+compile-max-autotune-no-cudagraphs")
+        == "compile-max-autotune-no-cudagraphs"
+    )
 
 
 def test_channels_last_variant_keeps_values_and_returns_contiguous(tmp_path):

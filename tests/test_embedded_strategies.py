@@ -207,9 +207,11 @@ def _small_gemms_qualify(monkeypatch) -> None:
 
 def test_tf32x3_gemm_only_for_large_fp32_gemms_on_the_gpu_under_strict_fp32(monkeypatch):
     # KernelBench level 1 shapes (batch, M, K, N): 1 and 2 give the tensor cores a full wave;
-    # 6 has four 128x128 output tiles, 7 and 9 a K of 64 and 32 (bound by their output).
+    # 6 has four 128x128 output tiles but a K of 524288, split into slices that fill the GPU;
+    # 7 and 9 a K of 64 and 32 (bound by their output).
     assert tf32x3.worth_it(1, 4096, 4096, 4096) and tf32x3.worth_it(1, 2048, 8192, 4096)
-    assert not tf32x3.worth_it(1, 256, 524288, 256)
+    assert tf32x3.worth_it(1, 256, 524288, 256)
+    assert not tf32x3.worth_it(1, 256, 8192, 256) and not tf32x3.worth_it(4, 256, 524288, 256)
     assert not tf32x3.worth_it(1, 32768, 64, 32768) and not tf32x3.worth_it(1, 32768, 32, 32768)
     _, analysis, _ = _analysis(GEMM_CHAIN)
     assert analysis.gemm3 is None  # the fixture's GEMMs are below the thresholds
@@ -243,6 +245,36 @@ def test_tf32x3_candidate_is_verified_by_the_engine_and_a_broken_kernel_is_caugh
     assert good.status == Status.OK and good.correct, good.log
     assert good.fp64_rel_err is not None and good.fp64_rel_err < 1e-5
     assert bad.status == Status.INCORRECT, bad.log
+
+
+def test_matmul_tf32x3_splits_a_long_k_and_matches_matmul_under_the_interpreter():
+    """Few output tiles and a long K: the slices run as one batched GEMM and are summed, bias
+    and ReLU after the sum (L1 6's 256 x 524288 x 256 becomes 64 slices of 8192). Run at a
+    small size with the thresholds lowered, in a process with TRITON_INTERPRET=1."""
+    import os
+    import subprocess
+
+    from kforge.examples import ROOT
+
+    code = f"""
+import sys, torch
+sys.path.insert(0, {str(ROOT / "candidates")!r})
+import matmul_tf32x3_triton as mt
+assert mt.split_k(256, 256, 524288) == 64 and mt.split_k(4096, 4096, 524288) == 1
+assert mt.split_k(256, 256, 8192) == 1
+mt.SPLIT_MIN_K, mt.SPLIT_MIN_SLICE = 1024, 256
+assert mt.split_k(40, 24, 2048) == 8
+torch.manual_seed(0)
+a, b, bias = torch.randn(40, 2048), torch.randn(24, 2048).t(), torch.randn(24)
+y = mt.matmul_tf32x3(a, b, bias, relu=True)
+r = torch.relu(a.double() @ b.double() + bias.double())
+print(float((y.double() - r).abs().max() / r.abs().max()), tuple(y.shape))
+"""
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    err, shape = done.stdout.strip().splitlines()[-1].split(" ", 1)
+    assert float(err) < 1e-6 and shape == "(40, 24)"
 
 
 def test_conv2d_tf32x3_prior_kernel_matches_conv2d_under_the_interpreter():

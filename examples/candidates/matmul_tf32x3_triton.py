@@ -13,7 +13,10 @@ share, dominates), at three tensor-core passes instead of one FP32 pass.
 broadcasts a 2-D ``b`` over a batch, and adds ``bias`` over the last dimension in the
 epilogue. The operands are first laid out as the tensor cores read them fastest (A
 M-major, B K-major, K zero-padded to a multiple of 64, aligned rows) when that copy is
-cheap beside the GEMM. Tile sizes are autotuned per (M, N, K).
+cheap beside the GEMM. Tile sizes are autotuned per (M, N, K). A 2-D GEMM with too few
+output tiles to fill the GPU and a long K (KernelBench L1 6: 256 x 524288 x 256, four
+128x128 tiles) is split along K: the slices run as one batched GEMM (views, no copy) and
+are summed in fp32.
 """
 
 import os
@@ -84,6 +87,22 @@ _tuned = None if INTERPRETED else triton.autotune(configs=_configs(), key=["M", 
 _FIXED = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 8}
 K_ALIGN = 64  # every BLOCK_K divides it: a padded K needs no mask in the loop
 COPY_SHARE = 0.15  # an operand is laid out anew only if copying it costs less than this share of the GEMM
+SPLIT_TILES = 132  # split K while the 128x128 output tiles (times slices) stay within two waves of this
+SPLIT_MIN_K = 16384  # shorter reductions are not split
+SPLIT_MIN_SLICE = 1024  # nor sliced below this much K each
+
+
+def split_k(m: int, n: int, k: int) -> int:
+    """K slices for a 2-D (m, k) @ (k, n): 1 unless the output has fewer tiles than one wave
+    and K is long; each slice a multiple of K_ALIGN (no padding) and at least SPLIT_MIN_SLICE."""
+    tiles = -(-m // 128) * -(-n // 128)
+    slices = 1
+    if tiles >= SPLIT_TILES or k < SPLIT_MIN_K:
+        return 1
+    while (tiles * slices * 2 <= 2 * SPLIT_TILES and k % (slices * 2 * K_ALIGN) == 0
+           and k // (slices * 2) >= SPLIT_MIN_SLICE):
+        slices *= 2
+    return slices
 
 
 def _worth_copying(x: torch.Tensor, flops: float) -> bool:
@@ -128,6 +147,14 @@ def matmul_tf32x3(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = 
     N = b3.shape[2]
     if b3.shape[1] != K or b3.shape[0] not in (1, batch):
         raise ValueError(f"cannot multiply {tuple(a.shape)} by {tuple(b.shape)}")
+    slices = split_k(M, N, K) if a.dim() == b.dim() == 2 else 1
+    if slices > 1:  # slice j of K: A's columns and B's rows j*K/s.. (views), then one fp32 sum
+        ks = K // slices
+        parts = matmul_tf32x3(a.reshape(M, slices, ks).transpose(0, 1), b.reshape(slices, ks, N))
+        c2 = parts.sum(0)
+        if bias is not None:
+            c2 += bias
+        return torch.relu_(c2) if relu else c2
     kp = -(-K // K_ALIGN) * K_ALIGN
     flops = 2.0 * batch * M * N * K
     if kp != K or _worth_copying(a3, flops):  # a K that needs padding pads both operands

@@ -247,18 +247,29 @@ def test_tf32x3_candidate_is_verified_by_the_engine_and_a_broken_kernel_is_caugh
     assert bad.status == Status.INCORRECT, bad.log
 
 
-def test_matmul_tf32x3_splits_a_long_k_and_matches_matmul_under_the_interpreter():
-    """Few output tiles and a long K: the slices run as one batched GEMM and are summed, bias
-    and ReLU after the sum (L1 6's 256 x 524288 x 256 becomes 64 slices of 8192). Run at a
-    small size with the thresholds lowered, in a process with TRITON_INTERPRET=1."""
+def _interpreted(code: str) -> str:
+    """The last line ``code`` prints, run with the example candidates importable in a process
+    with TRITON_INTERPRET=1 (Triton reads it at import)."""
     import os
     import subprocess
 
     from kforge.examples import ROOT
 
-    code = f"""
-import sys, torch
-sys.path.insert(0, {str(ROOT / "candidates")!r})
+    prelude = f"import sys\nsys.path.insert(0, {str(ROOT / 'candidates')!r})\n"
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", prelude + code], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_matmul_tf32x3_splits_a_long_k_and_matches_matmul_under_the_interpreter():
+    """Few output tiles and a long K: the slices run as one batched GEMM and are summed, bias
+    and ReLU after the sum (L1 6's 256 x 524288 x 256 becomes 64 slices of 8192). Run at a
+    small size with the thresholds lowered, under Triton's interpreter."""
+    code = """
+import torch
 import matmul_tf32x3_triton as mt
 assert mt.split_k(256, 256, 524288) == 64 and mt.split_k(4096, 4096, 524288) == 1
 assert mt.split_k(256, 256, 8192) == 1
@@ -270,25 +281,15 @@ y = mt.matmul_tf32x3(a, b, bias, relu=True)
 r = torch.relu(a.double() @ b.double() + bias.double())
 print(float((y.double() - r).abs().max() / r.abs().max()), tuple(y.shape))
 """
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    err, shape = done.stdout.strip().splitlines()[-1].split(" ", 1)
+    err, shape = _interpreted(code).split(" ", 1)
     assert float(err) < 1e-6 and shape == "(40, 24)"
 
 
 def test_conv2d_tf32x3_prior_kernel_matches_conv2d_under_the_interpreter():
     """The implicit-GEMM 3xTF32 convolution (examples/candidates) against F.conv2d for
-    stride, padding, dilation and 1x1 filters, in a process with TRITON_INTERPRET=1 (Triton
-    reads it at import)."""
-    import os
-    import subprocess
-
-    from kforge.examples import ROOT
-
-    code = f"""
-import sys, torch, torch.nn.functional as F
-sys.path.insert(0, {str(ROOT / "candidates")!r})
+    stride, padding, dilation and 1x1 filters, under Triton's interpreter."""
+    code = """
+import torch, torch.nn.functional as F
 from conv2d_tf32x3_triton import conv2d_tf32x3
 torch.manual_seed(0)
 worst = 0.0
@@ -300,10 +301,7 @@ for n, c, h, w, oc, k, s, p, d in [(2,3,9,11,5,3,1,0,1), (2,4,10,10,6,3,2,1,1), 
     worst = max(worst, float((y - r).abs().max()))
 print(worst)
 """
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert float(done.stdout.strip().splitlines()[-1]) < 1e-4
+    assert float(_interpreted(code)) < 1e-4
 
 
 def test_tf32x3_conv_candidate_is_verified_by_the_engine_and_a_broken_kernel_is_caught(

@@ -96,9 +96,9 @@ def split_k(m: int, n: int, k: int) -> int:
     """K slices for a 2-D (m, k) @ (k, n): 1 unless the output has fewer tiles than one wave
     and K is long; each slice a multiple of K_ALIGN (no padding) and at least SPLIT_MIN_SLICE."""
     tiles = -(-m // 128) * -(-n // 128)
-    slices = 1
     if tiles >= SPLIT_TILES or k < SPLIT_MIN_K:
         return 1
+    slices = 1
     while (tiles * slices * 2 <= 2 * SPLIT_TILES and k % (slices * 2 * K_ALIGN) == 0
            and k // (slices * 2) >= SPLIT_MIN_SLICE):
         slices *= 2

@@ -88,6 +88,7 @@ def worth_it(batch: int, m: int, k: int, n: int) -> bool:
     tiles = batch * -(-m // TILE) * -(-n // TILE)
     if min(m, n) < MIN_SIDE or k < MIN_K:
         return False
+    # a split needs a 2-D GEMM and at least two slices of a multiple of the kernel's K_ALIGN (64)
     return tiles >= MIN_TILES or (batch == 1 and k >= MIN_SPLIT_K and k % (2 * 64) == 0)
 
 

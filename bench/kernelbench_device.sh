@@ -40,7 +40,8 @@ mkdir -p .carry/kb
 if [ -f "$DIR/batch.json" ]; then
   ARGS="--resume $DIR ${KB_RESUME_EXTRA:-}"   # e.g. KB_RESUME_EXTRA="--eval-timeout 150" (recorded per task)
 else
-  ARGS=".kb --level 1,2,3 --limit ${KB_LIMIT:-30} --precision $PRECISION --out $DIR $EXTRA"
+  # KB_SELECT: another selection, e.g. a list file of task paths (relative to the file)
+  ARGS="${KB_SELECT:-.kb --level 1,2,3 --limit ${KB_LIMIT:-30}} --precision $PRECISION --out $DIR $EXTRA"
 fi
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
 t0=$(date +%s)

@@ -329,28 +329,3 @@ def test_tf32x3_conv_candidate_is_verified_by_the_engine_and_a_broken_kernel_is_
     good, bad = evaluate_many(load_task(path), [source, broken], make_cpu_options())
     assert good.status == Status.OK and good.correct, good.log
     assert bad.status == Status.INCORRECT, bad.log
-
-
-def test_stride_one_conv_transpose_runs_as_a_flipped_tf32x3_conv_and_a_missing_flip_is_caught(
-    monkeypatch, make_cpu_options
-):
-    """A stride-1 ConvTranspose2d is the convolution with its filter flipped and its channel
-    axes swapped (KernelBench L2 10 and 19, where cuDNN runs FFT kernels): it joins the
-    tf32x3-conv family. A stride-2 one does not. The candidate is verified under Triton's
-    interpreter, and the same file without the flip is caught as incorrect."""
-    path = GEMM_CHAIN.parent / "convtranspose_gelu.py"
-    monkeypatch.setattr(tf32x3, "MIN_TILES", 1)
-    monkeypatch.setattr(tf32x3, "MIN_CONV_K", 1)
-    task, analysis, specs = _analysis(path)
-    assert analysis.conv3 is not None
-    method = analysis.conv3[0].method
-    assert method.count("_kforge_convt3(") == 1 and "_kforge_conv3(" not in method
-    assert "self.down(" in method  # stride 2: left to cuDNN
-    spec = next(s for s in specs if s.family == "tf32x3-conv")
-    source = registry.build(task, spec, analysis)
-    assert static_cheats(source, task.source, "fp32") == []
-    unflipped = source.replace("weight.flip((2, 3))", "weight")
-    assert unflipped != source
-    good, bad = evaluate_many(load_task(path), [source, unflipped], make_cpu_options())
-    assert good.status == Status.OK and good.correct, good.log
-    assert bad.status == Status.INCORRECT, bad.log

@@ -1,7 +1,6 @@
 """fp32 GEMMs and convolutions on tensor cores at fp32 accuracy: the prior kernels
 ``matmul_tf32x3_triton.py`` and ``conv2d_tf32x3_triton.py`` (3xTF32, tile sizes autotuned)
-in place of each large fp32 matmul (family ``tf32x3-gemm``) or Conv2d and stride-1
-ConvTranspose2d (``tf32x3-conv``).
+in place of each large fp32 matmul (family ``tf32x3-gemm``) or Conv2d (``tf32x3-conv``).
 
 An FX pass, run after the algebraic rewrites, swaps every nn.Linear, F.linear, matmul /
 mm / bmm / ``@`` and matrix-shaped einsum whose shapes give the tensor cores enough work
@@ -57,19 +56,10 @@ def _kforge_linear3(x, weight, bias=None):
 '''
 
 
-CONV_HELPERS = '''
+CONV_HELPERS = """
 def _kforge_conv3(x, weight, bias, stride, padding, dilation):
     return conv2d_tf32x3(x, weight, bias, stride, padding, dilation)
-
-
-def _kforge_convt3(x, weight, bias, padding, dilation):
-    """ConvTranspose2d with stride 1: the convolution with the filter flipped, its channel
-    axes swapped and padding dilation * (k - 1) - padding."""
-    kh, kw = weight.shape[2], weight.shape[3]
-    flipped = weight.flip((2, 3)).transpose(0, 1).contiguous()
-    pad = (dilation[0] * (kh - 1) - padding[0], dilation[1] * (kw - 1) - padding[1])
-    return conv2d_tf32x3(x, flipped, bias, 1, pad, dilation)
-'''
+"""
 
 
 def _kforge_conv3(
@@ -77,12 +67,6 @@ def _kforge_conv3(
 ) -> torch.Tensor:
     """What the emitted convolution call computes (for shape propagation on meta tensors)."""
     return torch.nn.functional.conv2d(x, weight, bias, stride, padding, dilation)
-
-
-def _kforge_convt3(
-    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, padding: Any, dilation: Any
-) -> torch.Tensor:
-    return torch.nn.functional.conv_transpose2d(x, weight, bias, 1, padding, 0, 1, dilation)
 
 
 def _kforge_mm3(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -177,35 +161,18 @@ def _matmul_operands(node: torch.fx.Node) -> tuple[Any, Any] | None:
     return None
 
 
-def _transposed_as_conv(conv: torch.nn.ConvTranspose2d) -> bool:
-    """A ConvTranspose2d that is a plain convolution of its input: stride 1, no output
-    padding, and padding within the flipped filter's reach."""
-    if isinstance(conv.padding, str):
-        return False
-    reach = [d * (k - 1) for d, k in zip(conv.dilation, conv.kernel_size, strict=True)]
-    return (
-        tuple(conv.stride) == (1, 1)
-        and tuple(conv.output_padding) == (0, 0)
-        and all(0 <= p <= r for p, r in zip(conv.padding, reach, strict=True))
-    )
-
-
 def replace_convs(gm: torch.fx.GraphModule) -> int:
-    """nn.Conv2d modules, and stride-1 nn.ConvTranspose2d ones (the same convolution with the
-    filter flipped), with groups 1, zero padding given as numbers, enough output tiles and a
-    long enough reduction, on fp32 inputs, become ``_kforge_conv3`` / ``_kforge_convt3`` calls."""
+    """nn.Conv2d modules (groups 1, zero padding given as numbers) with enough output tiles
+    and a long enough reduction, on fp32 inputs, become ``_kforge_conv3`` calls."""
     fired = 0
     graph = gm.graph
     for node in list(graph.nodes):
-        if node.op != "call_module" or not node.users or len(node.args) != 1 or node.kwargs:
+        if node.op != "call_module" or not node.users:
             continue
         conv = gm.get_submodule(str(node.target))
-        if not isinstance(conv, (torch.nn.Conv2d, torch.nn.ConvTranspose2d)):
-            continue
-        x, out = _meta(node.args[0]), _meta(node)
-        transposed = isinstance(conv, torch.nn.ConvTranspose2d)
+        x, out = _meta(node.args[0]) if node.args else None, _meta(node)
         if (
-            (isinstance(conv, torch.nn.ConvTranspose2d) and not _transposed_as_conv(conv))
+            not isinstance(conv, torch.nn.Conv2d)
             or conv.groups != 1
             or conv.padding_mode != "zeros"
             or isinstance(conv.padding, str)
@@ -215,28 +182,15 @@ def replace_convs(gm: torch.fx.GraphModule) -> int:
             or x.dim() != 4
         ):
             continue
-        c_in, c_out = x.shape[1], out.shape[1]
-        kh, kw = conv.kernel_size
+        c_out, c_in, kh, kw = conv.weight.shape
         pixels = out.shape[0] * out.shape[2] * out.shape[3]
         if c_in * kh * kw < MIN_CONV_K or -(-pixels // TILE) * -(-c_out // TILE) < MIN_TILES:
             continue
         with graph.inserting_before(node):
             weight = graph.get_attr(f"{node.target}.weight")
             bias = graph.get_attr(f"{node.target}.bias") if conv.bias is not None else None
-            args: tuple[Any, ...]
-            if transposed:
-                args = (node.args[0], weight, bias, tuple(conv.padding), tuple(conv.dilation))
-                new = graph.create_node("call_function", _kforge_convt3, args, name="convt3")
-            else:
-                args = (
-                    node.args[0],
-                    weight,
-                    bias,
-                    tuple(conv.stride),
-                    tuple(conv.padding),
-                    tuple(conv.dilation),
-                )
-                new = graph.create_node("call_function", _kforge_conv3, args, name="conv3")
+            args = (node.args[0], weight, bias, tuple(conv.stride), tuple(conv.padding), tuple(conv.dilation))
+            new = graph.create_node("call_function", _kforge_conv3, args, name="conv3")
         node.replace_all_uses_with(new)
         fired += 1
     return fired
@@ -264,7 +218,7 @@ GEMM = _Family(
 )  # fmt: skip
 CONV = _Family(
     "tf32x3-conv", "tf32x3-conv", "tf32x3-conv", replace_convs, CONV_KERNEL_FILE, CONV_HELPERS,
-    {"_kforge_conv3": _kforge_conv3, "_kforge_convt3": _kforge_convt3},
+    {"_kforge_conv3": _kforge_conv3},
     "fp32 convolutions on tensor cores at fp32 accuracy (3xTF32 implicit GEMM, bias fused, tiles autotuned)",
 )  # fmt: skip
 
@@ -297,8 +251,7 @@ def rewrite(model: torch.nn.Module, inputs: list[Any]) -> tuple[Body, list[str]]
 
 
 def rewrite_convs(model: torch.nn.Module, inputs: list[Any]) -> tuple[Body, list[str]] | None:
-    """The forward with its large fp32 Conv2d (and stride-1 ConvTranspose2d) layers on the 3xTF32
-    implicit-GEMM kernel, or None."""
+    """The forward with its large fp32 Conv2d layers on the 3xTF32 implicit-GEMM kernel, or None."""
     return _rewrite(CONV, model, inputs)
 
 

@@ -308,9 +308,8 @@ def test_tf32x3_conv_candidate_is_verified_by_the_engine_and_a_broken_kernel_is_
     monkeypatch, make_cpu_options
 ):
     """Conv2d layers on the 3xTF32 implicit GEMM (family tf32x3-conv): offered under strict
-    fp32 on the GPU only (the shipped ranker has not seen it: it is not measured yet); the
-    generated file verified on the CPU under Triton's interpreter, and the same file with
-    the padding ignored in the kernel's addressing caught as incorrect."""
+    fp32 on the GPU only; the generated file verified on the CPU under Triton's interpreter,
+    and the same file with the padding ignored in the kernel's addressing caught as incorrect."""
     path = FIXTURES / "conv_relu.py"
     _, analysis, _ = _analysis(path)
     assert analysis.conv3 is None  # 2 x 4 x 8 x 8 outputs, K = 27: below the thresholds

@@ -5,20 +5,20 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kforge.tools import verify
+from kforge.tools import compare, verify
 from kforge.tools.precision import get_precision
 
 
 @pytest.fixture(params=[7, 1 << 24], ids=["small-slices", "one-slice"])
 def chunk(request, monkeypatch) -> int:
-    monkeypatch.setattr(verify, "CHUNK", request.param)
+    monkeypatch.setattr(compare, "CHUNK", request.param)
     return request.param
 
 
 def test_close_outputs_pass_with_the_same_error_figures(chunk: int) -> None:
     ref = torch.linspace(-3, 3, 100).reshape(4, 25)
     cand = ref + 1e-7 * torch.arange(100).reshape(4, 25)
-    ok, message, max_abs, max_rel = verify.compare(cand, ref, get_precision("fp32"))
+    ok, message, max_abs, max_rel = compare.compare(cand, ref, get_precision("fp32"))
     assert ok, message
     assert max_abs == pytest.approx(99e-7, rel=0.05)  # float32 rounding of ref + delta
     assert max_rel > 0
@@ -28,7 +28,7 @@ def test_one_wrong_element_in_the_last_slice_is_found(chunk: int) -> None:
     ref = torch.randn(5, 20)
     cand = ref.clone()
     cand[-1, -1] += 1.0
-    ok, message, max_abs, _ = verify.compare(cand, ref, get_precision("fp32"))
+    ok, message, max_abs, _ = compare.compare(cand, ref, get_precision("fp32"))
     assert not ok and "differs" in message
     assert max_abs == pytest.approx(1.0, rel=1e-5)
 
@@ -37,7 +37,7 @@ def test_nan_where_the_reference_is_finite_is_counted_over_all_slices(chunk: int
     ref = torch.randn(100)
     cand = ref.clone()
     cand[[3, 50, 99]] = float("nan")
-    ok, message, _, _ = verify.compare(cand, ref, get_precision("fp32"))
+    ok, message, _, _ = compare.compare(cand, ref, get_precision("fp32"))
     assert not ok and message.startswith("output 0: 3 NaN/Inf values")
 
 
@@ -45,18 +45,18 @@ def test_same_compares_every_slice_and_treats_nan_as_equal(chunk: int) -> None:
     a = torch.randn(3, 33)
     a[0, 0] = float("nan")
     b = a.clone()
-    assert verify._same([a], [b])
+    assert compare.same([a], [b])
     b[-1, -1] += 1
-    assert not verify._same([a], [b])
+    assert not compare.same([a], [b])
     c = a.clone()
     c[0, 0] = 0.0  # NaN vs 0 differs, although nan_to_num maps NaN to 0
-    assert not verify._same([a], [c])
+    assert not compare.same([a], [c])
 
 
 def test_relative_error_against_float64_is_the_norm_ratio(chunk: int) -> None:
     ref64 = torch.randn(1000, dtype=torch.float64)
     out = (ref64 * 1.001).float()
-    assert verify._rel_err(out, ref64) == pytest.approx(1e-3, rel=1e-3)
+    assert compare.rel_err(out, ref64) == pytest.approx(1e-3, rel=1e-3)
 
 
 def test_previous_trials_candidates_are_freed_even_in_reference_cycles(fixtures_dir) -> None:

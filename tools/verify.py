@@ -15,17 +15,16 @@ import dataclasses
 import gc
 import random
 import types
-from collections.abc import Iterator
 from typing import Any
 
 import torch
 
+from .compare import compare, rel_err, same
 from .guards import ReferenceGuard, ThreadGuard, check_output_types, run_guarded
 from .precision import PrecisionClass
 from .trees import clone, flatten
 
 FP64_TRIALS = 2  # trials that are also compared with a float64 reference (it is slow)
-CHUNK = 1 << 24  # elements per slice when comparing outputs (float64 temporaries of 128 MB)
 CALLS_PER_TRIAL = 2  # the same instances called twice: catches results cached in self or by data pointer
 
 
@@ -153,7 +152,7 @@ class Verifier:
         verdict.max_abs_err = max(verdict.max_abs_err, abs_err)
         verdict.max_rel_err = max(verdict.max_rel_err, rel_err)
         verdict.message = message
-        if ok and not _same(early_out, cand_out):
+        if ok and not same(early_out, cand_out):
             verdict.cheats.append(
                 "work on a side stream: the output was unfinished when the caller's stream finished"
             )
@@ -212,7 +211,7 @@ class Verifier:
                     early_out = clone(cand_out)
                     _sync(self.device)
         problems += check_output_types(cand_out, self.device)
-        if not _same(inputs, pristine) and _same(ref_inputs, pristine):
+        if not same(inputs, pristine) and same(ref_inputs, pristine):
             problems.append("inputs modified in place (the reference leaves them unchanged)")
         return ref_out, cand_out, early_out, problems
 
@@ -222,7 +221,7 @@ class Verifier:
         out64 = _reference64(reference, inputs)
         if out64 is None:
             return  # an op without float64 support: no float64 figures for this task
-        cand_err, ref_err = _rel_err(cand_out, out64), _rel_err(ref_out, out64)
+        cand_err, ref_err = rel_err(cand_out, out64), rel_err(ref_out, out64)
         verdict.fp64_rel_err = max(verdict.fp64_rel_err or 0.0, cand_err)
         verdict.ref_fp64_rel_err = max(verdict.ref_fp64_rel_err or 0.0, ref_err)
 
@@ -269,58 +268,12 @@ def _reference64(reference: torch.nn.Module, inputs: list[Any]) -> Any:
         return None
 
 
-def compare(cand: Any, ref: Any, precision: PrecisionClass) -> tuple[bool, str, float, float]:
-    """(ok, message, max abs error, max relative error) of the candidate's output."""
-    cands, refs = flatten(cand), flatten(ref)
-    if len(cands) != len(refs):
-        return False, f"returned {len(cands)} outputs, expected {len(refs)}", 0.0, 0.0
-    max_abs = max_rel = 0.0
-    for i, (c, r) in enumerate(zip(cands, refs, strict=True)):
-        if not isinstance(r, torch.Tensor):
-            if c != r:
-                return False, f"output {i}: {c!r} != {r!r}", 0.0, 0.0
-            continue
-        if not isinstance(c, torch.Tensor):
-            return False, f"output {i} is {type(c).__name__}, expected a tensor", 0.0, 0.0
-        if c.shape != r.shape:
-            return False, f"output {i} shape {tuple(c.shape)}, expected {tuple(r.shape)}", 0.0, 0.0
-        if c.dtype != r.dtype:
-            return False, f"output {i} dtype {c.dtype}, expected {r.dtype}", 0.0, 0.0
-        if c.device != r.device:
-            return False, f"output {i} on {c.device}, expected {r.device}", 0.0, 0.0
-        if not r.is_floating_point():
-            if not torch.equal(c, r):
-                return False, f"output {i}: integer values differ", 0.0, 0.0
-            continue
-        nonfinite, close = 0, True
-        for c64, r64 in _chunks(c, r):  # float64 copies of one chunk at a time: big outputs fit
-            nonfinite += int((~torch.isfinite(c64) & torch.isfinite(r64)).sum())
-            diff = (c64 - r64).abs().nan_to_num(0.0)
-            if diff.numel():
-                max_abs = max(max_abs, float(diff.max()))
-                max_rel = max(max_rel, float((diff / r64.abs().clamp_min(1e-12)).max()))
-            close = close and torch.allclose(
-                c64, r64, atol=precision.atol, rtol=precision.rtol, equal_nan=True
-            )
-        if nonfinite:
-            return False, f"output {i}: {nonfinite} NaN/Inf values where the reference is finite", 0.0, 0.0
-        if not close:
-            return (
-                False,
-                f"output {i} differs: max abs err {max_abs:.3e}, max rel err {max_rel:.3e} "
-                f"(atol={precision.atol}, rtol={precision.rtol})",
-                max_abs,
-                max_rel,
-            )
-    return True, "", max_abs, max_rel
-
-
 def _classify_repeat(cand_out: Any, ref_out: Any, previous: tuple[Any, Any, bool] | None) -> list[str]:
     """A wrong output equal to the previous call's while the reference changed."""
     if previous is None:
         return []
     prev_cand, prev_ref, prev_ok = previous
-    if _same(cand_out, prev_cand) and not _same(ref_out, prev_ref):
+    if same(cand_out, prev_cand) and not same(ref_out, prev_ref):
         if prev_ok:
             return ["results cached across calls: the output repeats the previous call's for new inputs"]
         return ["outputs ignore their inputs"]
@@ -352,47 +305,6 @@ def _poison_allocator(like: Any, device: torch.device) -> None:
         if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel():
             block = torch.full_like(t, float("nan"), device=device)
             del block
-
-
-def _rel_err(out: Any, ref64: Any) -> float:
-    worst = 0.0
-    for o, r in zip(flatten(out), flatten(ref64), strict=False):
-        if isinstance(o, torch.Tensor) and isinstance(r, torch.Tensor) and r.is_floating_point():
-            num = den = 0.0
-            for co, cr in _chunks(o, r):
-                num += float(torch.linalg.vector_norm(co - cr)) ** 2
-                den += float(torch.linalg.vector_norm(cr)) ** 2
-            worst = max(worst, num**0.5 / (den**0.5 or 1.0))
-    return worst
-
-
-def _same(a: Any, b: Any) -> bool:
-    fa, fb = flatten(a), flatten(b)
-    if len(fa) != len(fb):
-        return False
-    for x, y in zip(fa, fb, strict=True):
-        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
-            if x.shape != y.shape or x.dtype != y.dtype:
-                return False
-            for cx, cy in _chunks(x, y, to_double=False):
-                if not torch.equal(cx.nan_to_num(0.0), cy.nan_to_num(0.0)) or not torch.equal(
-                    cx.isnan(), cy.isnan()
-                ):
-                    return False
-        elif x is not y and x != y:
-            return False
-    return True
-
-
-def _chunks(
-    x: torch.Tensor, y: torch.Tensor, to_double: bool = True
-) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """Matching slices of two same-shaped tensors, CHUNK elements at a time: comparisons make
-    temporaries of one slice, not of a whole multi-GB tensor."""
-    fx, fy = x.reshape(-1), y.reshape(-1)
-    for start in range(0, max(fx.numel(), 1), CHUNK):
-        cx, cy = fx[start : start + CHUNK], fy[start : start + CHUNK]
-        yield (cx.double(), cy.double()) if to_double else (cx, cy)
 
 
 def _is_float(x: Any) -> bool:

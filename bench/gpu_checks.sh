@@ -3,7 +3,7 @@
 # 10-minute call on an H100). Results go to $OUT; record them in docs/benchmarks.md.
 #
 #   carry: [".kb"] (a KernelBench checkout, for fidelity), [".whl/agent"] (wheels, for tests)
-#   command: bash bench/gpu_checks.sh fidelity|throughput|tests|profile|kbprofile|convs|autotune
+#   command: bash bench/gpu_checks.sh fidelity|throughput|tests|profile|kbprofile|convlayout|convs|autotune
 set -u
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
@@ -31,6 +31,11 @@ case ${1:-tests} in
   kbprofile)   # ncu of eager KernelBench forwards (carry .kb): which kernels bound each task; PROFILE_LEVEL=2
     (cd bench && python3 profile_kernelbench.py ../.kb/KernelBench --level "${PROFILE_LEVEL:-2}" \
       --json "$OUT/kbprofile-l${PROFILE_LEVEL:-2}.json" ${PROFILE_ARGS:-}) 2>&1 | tee "$OUT/kbprofile.log" ;;
+  convlayout)  # torch.compile with and without Inductor's channels-last layout optimization (carry .kb):
+               # every L2 1-30 task with a Conv2d/ConvTranspose2d, and L3 4, 6, ..., 20 (CONVLAYOUT_TASKS)
+    (cd bench && python3 bench_conv_layout.py ../.kb/KernelBench --json "$OUT/convlayout.json" \
+      --tasks "${CONVLAYOUT_TASKS:-2/1,2/2,2/4,2/5,2/10,2/11,2/16,2/17,2/19,2/21,2/25,3/4,3/6,3/8,3/10,3/12,3/14,3/16,3/18,3/20}" \
+      --max-seconds "${CONVLAYOUT_SECONDS:-480}") 2>&1 | tee "$OUT/convlayout.log" ;;
   convs)       # the 3xTF32 implicit-GEMM Conv2d against cuDNN FP32 at KernelBench shapes
     (cd bench && python3 bench_tf32x3.py --convs-only) 2>&1 | tee "$OUT/convs.log" ;;
   autotune)    # max-autotune on L3 ResNet18 (carry .kb, .whl/agent): verified in 24 s in session 3,
@@ -56,5 +61,5 @@ for strategy, status, result in rows:
           f'autotune lines in the log tail: {len(tuned)}, benchmarking {sum(b for b, _ in tuned):.1f} s, precompiling {sum(p for _, p in tuned):.1f} s')" "$db" "spare=$spare"
       done
     done 2>&1 | tee "$OUT/autotune.log" ;;
-  *) echo "usage: bash bench/gpu_checks.sh fidelity|throughput|tests|profile|kbprofile|convs|autotune" >&2; exit 2 ;;
+  *) echo "usage: bash bench/gpu_checks.sh fidelity|throughput|tests|profile|kbprofile|convlayout|convs|autotune" >&2; exit 2 ;;
 esac

@@ -37,7 +37,8 @@ if [ -n "${KB_TESTS_GPU:-}" ]; then
   (end=$(( $(date +%s) + BUDGET + 120 ))
    for part in ${KB_SIDE:-tests}; do
      left=$(( end - $(date +%s) )); [ "$left" -gt 30 ] || break
-     CUDA_VISIBLE_DEVICES=$KB_TESTS_GPU timeout "$left" bash bench/gpu_checks.sh "$part" > /dev/null 2>&1
+     # the working tree (gpu_checks.sh installs it), not a KB_CODE snapshot
+     env -u PYTHONPATH CUDA_VISIBLE_DEVICES=$KB_TESTS_GPU timeout "$left" bash bench/gpu_checks.sh "$part" > /dev/null 2>&1
    done) &
   TESTS_PID=$!
 fi

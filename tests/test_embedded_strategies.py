@@ -175,6 +175,8 @@ def test_family_of_inverts_the_names():
     assert registry.family_of("fx-rewrite[diag-matmul]+compile-default") == "fx-rewrite-compile"
     assert registry.family_of("corpus:softmax_triton:bs1024") == "corpus-triton"
     assert registry.family_of("cuda-graph+cudnn-benchmark") == "combo"
+    assert registry.family_of("nchw+compile-default") == "compile-nchw"
+    assert registry.family_of("cudnn-benchmark+nchw+compile-default") == "combo"
     assert registry.family_of("aten-convs+compile-max-autotune") == "compile-max-autotune"
     assert (
         registry.family_of("aten-convs+compile-max-autotune-no-cudagraphs")
@@ -198,6 +200,58 @@ def test_channels_last_variant_keeps_values_and_returns_contiguous(tmp_path):
         torch.testing.assert_close(out, ref(*x), rtol=1e-4, atol=1e-4)
     assert out.is_contiguous() and new.conv.weight.is_contiguous(memory_format=torch.channels_last)
     assert x[0].is_contiguous()  # the caller's input is left as it was
+
+
+def test_nchw_only_for_2d_3d_convolutions_and_one_name_whichever_way_it_is_reached():
+    _, _, specs = _analysis(FIXTURES / "scale_tanh.py")
+    assert not any("nchw" in s.flags for s in specs)
+    _, analysis, specs = _analysis(FIXTURES / "conv_tanh.py")
+    assert "nchw+compile-default" in [s.name for s in specs]
+    names = [v.name for s in specs for v in registry.variants(s, analysis, "cuda")]
+    # cudnn-benchmark added to nchw+compile-default, and nchw to cudnn-benchmark+compile-default
+    assert names.count("cudnn-benchmark+nchw+compile-default") == 2
+    assert not any("nchw" in n and "channels-last" in n for n in names)
+    assert "nchw+compile-default+cuda-graph" in names
+
+
+def test_nchw_turns_inductors_layout_optimization_off_for_the_candidate_only(tmp_path, monkeypatch):
+    """On the CPU (mkldnn) Inductor converts this convolution to channels-last; the nchw
+    candidate's compile must not, and a plain torch.compile afterwards (the baseline timed
+    beside it) must still decide as before."""
+    from torch._inductor.graph import GraphLowering
+
+    decided: list[bool] = []
+    original = GraphLowering.decide_layout_opt
+
+    def record(gm, *, is_inference):
+        decided.append(original(gm, is_inference=is_inference))
+        return decided[-1]
+
+    monkeypatch.setattr(GraphLowering, "decide_layout_opt", staticmethod(record))
+    import torch._inductor.config
+
+    monkeypatch.setattr(torch._inductor.config, "force_disable_caches", True)  # every compile lowers
+    path = FIXTURES / "conv_tanh.py"
+    task, analysis, specs = _analysis(path)
+    reference = _load(path.read_text(), tmp_path, "ref_conv_tanh_nchw")
+    torch.manual_seed(0)
+    ref = reference.Model()
+    x = reference.get_inputs()
+    torch._dynamo.reset()
+    outputs = {}
+    for spec in (s for s in specs if s.name in ("nchw+compile-default", "compile-default")):
+        module = _load(
+            registry.build(task, spec, analysis), tmp_path, f"cand_{spec.family.replace('-', '_')}"
+        )
+        new = module.ModelNew()
+        new.load_state_dict(ref.state_dict())
+        with torch.no_grad():
+            outputs[spec.name] = new(*x)
+    with torch.no_grad():
+        baseline = torch.compile(ref)(*x)
+    assert decided == [True, False, True]  # compile-default, nchw+compile-default, the baseline
+    for out in (*outputs.values(), baseline):
+        torch.testing.assert_close(out, ref(*x), rtol=1e-4, atol=1e-4)
 
 
 def _small_gemms_qualify(monkeypatch) -> None:

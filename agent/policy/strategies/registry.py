@@ -28,6 +28,7 @@ DEFAULT_ORDER = (
     "compile-max-autotune-no-cudagraphs",
     "compile-max-autotune",
     "tf32x3-conv",  # measured on 8 KernelBench conv tasks: 1.13-1.29x on 5, 0.77-0.96x on 3
+    "compile-nchw",  # not measured yet
     "tf32",
     "bf16",
 )
@@ -112,14 +113,16 @@ def variants(spec: Spec, analysis: TaskAnalysis, device: str) -> list[Spec]:
         out.append(dataclasses.replace(combo, mode=tuned.mode, flags=(*spec.flags, *tuned.flags)))
     elif spec.runner == "cuda-graph":
         out.append(dataclasses.replace(combo, runner="compile-graph", mode="default"))
-    if (
-        on_gpu
-        and analysis.features.conv_dims in (2, 3)
-        and "cudnn-benchmark" in spec.flags
-        and not analysis.views
-    ):
-        if "channels-last" not in spec.flags:
+    convs_2d3d = on_gpu and analysis.features.conv_dims in (2, 3)
+    if convs_2d3d and "cudnn-benchmark" in spec.flags and not analysis.views:
+        if "channels-last" not in spec.flags and "nchw" not in spec.flags:
             out.append(dataclasses.replace(combo, flags=(*spec.flags, "channels-last")))
+    if (
+        convs_2d3d
+        and spec.runner in ("compile", "compile-graph")
+        and not {"nchw", "channels-last"} & set(spec.flags)
+    ):
+        out.append(dataclasses.replace(combo, flags=(*spec.flags, "nchw")))
     return out
 
 
@@ -144,6 +147,8 @@ def build(task: Task, spec: Spec, analysis: TaskAnalysis) -> str:
     preludes = [body.prelude] if body.prelude else []
     if "channels-last" in spec.flags:
         preludes.append(conv.PRELUDE)
+    if "nchw" in spec.flags:
+        preludes.append(conv.NCHW_PRELUDE)
     if "bf16" in spec.flags:
         preludes.append(precision.PRELUDE)
     body = Body(method=body.method, prelude="\n\n".join(p.strip("\n") for p in preludes))
@@ -158,6 +163,7 @@ def _base_families() -> dict[str, str]:
         conv.CUDNN,
         conv.CUDNN_COMPILE,
         conv.CHANNELS_LAST,
+        conv.COMPILE_NCHW,
     ]
     specs += [precision.TF32, precision.BF16]
     return {spec.name: spec.family for spec in specs}

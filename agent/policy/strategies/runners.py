@@ -79,17 +79,21 @@ def runner_code(spec: Spec) -> str:
     pre = ATEN_CONVS if "aten-convs" in spec.flags else ""
     if spec.runner == "compile":
         ret = "_kforge_clone(fn(*args))" if spec.mode in CUDAGRAPH_MODES else "fn(*args)"
-        return COMPILE_RUNNER.format(mode=spec.mode, ret=ret).replace(
-            "fn = torch.compile", pre + "fn = torch.compile"
-        )
+        return _compile_call(COMPILE_RUNNER.format(mode=spec.mode, ret=ret), spec, pre)
     if spec.runner == "cuda-graph":
         return GRAPH_RUNNER.replace("{target}", "self._kforge_body")
     if spec.runner == "compile-graph":
-        target = COMPILED_TARGET.format(mode=spec.mode).replace(
-            "fn = torch.compile", pre + "fn = torch.compile"
-        )
+        target = _compile_call(COMPILED_TARGET.format(mode=spec.mode), spec, pre)
         return GRAPH_RUNNER.replace("{target}", target)
     raise ValueError(f"unknown runner {spec.runner!r}")
+
+
+def _compile_call(code: str, spec: Spec, pre: str) -> str:
+    """The compile line with its settings: global Inductor config set first (aten-convs), and
+    "nchw" as options of this compile only (the mode's own options plus layout_optimization)."""
+    if "nchw" in spec.flags:
+        code = code.replace(f"mode={spec.mode!r})", f"options=_kforge_nchw({spec.mode!r}))")
+    return code.replace("fn = torch.compile", pre + "fn = torch.compile")
 
 
 def forward_code(spec: Spec) -> str:

@@ -19,6 +19,11 @@ class SourceError(ValueError):
     """A task whose source cannot be turned into candidates. The message is one line."""
 
 
+# Flags in names come in this order, whatever order variants added them in: the same
+# candidate reached two ways (cudnn-benchmark added to nchw, or nchw to cudnn-benchmark) has one name.
+FLAG_ORDER = ("aten-convs", "cudnn-benchmark", "channels-last", "nchw", "tf32", "bf16")
+
+
 @dataclasses.dataclass(frozen=True)
 class Spec:
     """What a candidate does: a body (the forward's computation), a runner that executes
@@ -27,7 +32,7 @@ class Spec:
     family: str
     runner: str = "eager"  # eager | compile | cuda-graph | compile-graph
     mode: str = "default"  # torch.compile mode for the compile runners
-    flags: tuple[str, ...] = ()  # cudnn-benchmark, channels-last, tf32, bf16
+    flags: tuple[str, ...] = ()  # cudnn-benchmark, channels-last, nchw, tf32, bf16, aten-convs
     body: str = "reference"  # reference | fx | tf32x3 | corpus:<kernel>:<variant>
     tag: str = ""  # how the body shows in the name, e.g. "fx-rewrite[sum-of-linear]"
     note: str = ""  # one line on why it should help, for the plan
@@ -41,7 +46,8 @@ class Spec:
             "cuda-graph": "cuda-graph",
             "compile-graph": f"compile-{self.mode}+cuda-graph",
         }[self.runner]
-        parts = [p for p in (self.tag, *self.flags, runner) if p]
+        flags = sorted(self.flags, key=lambda f: FLAG_ORDER.index(f) if f in FLAG_ORDER else len(FLAG_ORDER))
+        parts = [p for p in (self.tag, *flags, runner) if p]
         return "+".join(parts) or "eager"
 
 

@@ -5,6 +5,7 @@ markdown for docs/benchmarks.md.
 
     kforge batch KB --level 1,2,3 --limit 30 --device cuda --out runs/kb-fp32
     python bench/bench_kernelbench.py runs/kb-fp32 [runs/kb-tf32 ...] [--md kernelbench.md]
+    python bench/bench_kernelbench.py runs/kb-tf32-a runs/kb-tf32-b --together   # one table of both
 """
 
 from __future__ import annotations
@@ -118,16 +119,46 @@ PRECISION_TITLE = {
 }
 
 
+def _meta(folder: Path) -> dict:
+    return json.loads((folder / "batch.json").read_text()) if (folder / "batch.json").is_file() else {}
+
+
+def _together(batches: list[tuple[Path, list[dict], dict]]) -> tuple[Path, list[dict], dict]:
+    """Several batches as one: the same precision class, no task in two of them."""
+    precisions = {meta.get("settings", {}).get("precision", "fp32") for _, _, meta in batches}
+    if len(precisions) > 1:
+        raise SystemExit(f"--together needs one precision class, got {sorted(precisions)}")
+    seen: dict[str, Path] = {}
+    for folder, lines, _ in batches:
+        for line in lines:
+            if line["task"] in seen:
+                raise SystemExit(f"--together: {line['task']} is in both {seen[line['task']]} and {folder}")
+            seen[line["task"]] = folder
+    meta = {
+        "settings": batches[0][2].get("settings", {}),
+        "tasks": [t for _, _, m in batches for t in m.get("tasks", [])],
+        "selection": [m.get("selection") for _, _, m in batches],
+    }
+    name = Path(" + ".join(str(folder) for folder, _, _ in batches))
+    return name, [line for _, lines, _ in batches for line in lines], meta
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("folders", type=Path, nargs="+", help="batch folders (each titled by its precision)")
     parser.add_argument("--md", type=Path, default=Path("kernelbench_tables.md"))
+    parser.add_argument(
+        "--together",
+        action="store_true",
+        help="one table of all the folders (batches of one precision class over disjoint task sets)",
+    )
     args = parser.parse_args()
     md = ["## KernelBench, embedded policy", ""]
-    for folder in args.folders:
-        lines = read_lines(folder)
+    batches = [(f, read_lines(f), _meta(f)) for f in args.folders]
+    if args.together:
+        batches = [_together(batches)]
+    for folder, lines, meta in batches:
         groups = summary(lines)
-        meta = json.loads((folder / "batch.json").read_text()) if (folder / "batch.json").is_file() else {}
         precision = meta.get("settings", {}).get("precision", "fp32")
         title = PRECISION_TITLE.get(precision, precision)
         selected = len(meta.get("tasks", [])) or len(lines)

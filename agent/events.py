@@ -177,7 +177,9 @@ class RichRenderer:
             case RunFinished():
                 return (
                     f"[bold green]done[/] {event.reason}; best {event.best_attempt_id or '-'} "
-                    f"{_speedup(event.best_speedup)}; see {event.run_dir}"
+                    f"{_speedup(event.best_speedup)}"
+                    f"{' [yellow]slower than eager: keep the original[/]' if (event.best_speedup or 1) < 1 else ''}"
+                    f"; see {event.run_dir}"
                 )
             case RunFailed():
                 return f"[bold red]stopped[/] {escape(event.message)} (resume with --resume {event.run_dir})"

@@ -16,6 +16,11 @@ def _fmt(value: float | None, unit: str = "", digits: int = 4) -> str:
     return f"{value:.{digits}g}{unit}" if value is not None else "-"
 
 
+# Said wherever the best is reported below 1x: best.py is still the fastest verified
+# candidate, but the user's own PyTorch is faster.
+SLOWER = " (slower than eager: no candidate beat the reference; keep the original code)"
+
+
 def best_step(steps: list[TrajectoryStep]) -> TrajectoryStep | None:
     """The verified step with the highest speedup over eager."""
     best: tuple[float, TrajectoryStep] | None = None
@@ -85,6 +90,7 @@ def render_report(store: Store, run_id: str) -> str:
             f"Baseline: {baseline_summary(baseline)}",
             "",
             f"Best: {best.attempt.attempt_id} at {_fmt(best.result.speedup_vs_eager if best.result else None, 'x', 3)}"
+            + (SLOWER if best.result and (best.result.speedup_vs_eager or 0) < 1 else "")
             if best
             else "Best: no verified candidate",
             "",

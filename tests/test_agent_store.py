@@ -52,3 +52,21 @@ def test_several_processes_write_without_losing_rows(tmp_path):
     store = Store(path)
     assert len(store.attempts("run")) == 100 and len(store.results("run")) == 100
     assert len(store.llm_calls("run")) == 100
+
+
+def test_a_best_slower_than_eager_is_reported_as_such(tmp_path):
+    """best.py is the fastest verified candidate even when eager is faster; the report says
+    so instead of presenting it as an improvement."""
+    from kforge.agent.policy.features import TaskFeatures
+    from kforge.agent.policy.ranker_synth import SynthTask, write_store
+    from kforge.agent.report import SLOWER, render_report
+
+    features = TaskFeatures(launches=2, eager_ms=1.0)
+    slow = SynthTask("slow", "conv", features, {"compile-default": -0.2, "cuda-graph": -0.05})
+    fast = SynthTask("fast", "conv", features, {"compile-default": 0.3, "cuda-graph": None})
+    write_store(tmp_path / "trajectories.db", [slow, fast])
+    store = Store(tmp_path / "trajectories.db")
+    slow_report = render_report(store, "slow-synthetic")
+    assert "Best: r1-c1 at 0.966x" + SLOWER in slow_report
+    fast_report = render_report(store, "fast-synthetic")
+    assert "Best: r1-c0 at 1.23x" in fast_report and SLOWER not in fast_report

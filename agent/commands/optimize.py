@@ -85,4 +85,10 @@ def optimize_command(
                 soft_wrap=True,
             )
         raise typer.Exit(1)
+    if summary.best_speedup is not None and summary.best_speedup < 1:
+        console.print(
+            f"[yellow]note:[/] no candidate beat eager PyTorch: best.py, the fastest verified one, runs at"
+            f" {summary.best_speedup:.3f}x; keep the original code",
+            soft_wrap=True,
+        )
     typer.echo(str(summary.best_path or summary.run_dir / "report.md"))

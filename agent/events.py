@@ -132,6 +132,11 @@ class JsonlSink:
             fh.write(json.dumps(event.to_json()) + "\n")
 
 
+# Said wherever a run's best is below 1x: best.py is still the fastest verified candidate,
+# but the user's own PyTorch is faster.
+SLOWER_THAN_EAGER = "slower than eager: no candidate beat the reference; keep the original code"
+
+
 def _speedup(value: float | None) -> str:
     return f"{value:.2f}x" if value is not None else "-"
 
@@ -178,7 +183,7 @@ class RichRenderer:
                 return (
                     f"[bold green]done[/] {event.reason}; best {event.best_attempt_id or '-'} "
                     f"{_speedup(event.best_speedup)}"
-                    f"{' [yellow]slower than eager: keep the original[/]' if (event.best_speedup or 1) < 1 else ''}"
+                    f"{f' [yellow]{SLOWER_THAN_EAGER}[/]' if (event.best_speedup or 1) < 1 else ''}"
                     f"; see {event.run_dir}"
                 )
             case RunFailed():

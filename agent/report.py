@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..tools.result import Result, Status
+from .events import SLOWER_THAN_EAGER
 from .nodes.planner import BASELINE_ID
 from .policy.contrast import figures
 from .policy.render import baseline_summary
@@ -16,9 +17,7 @@ def _fmt(value: float | None, unit: str = "", digits: int = 4) -> str:
     return f"{value:.{digits}g}{unit}" if value is not None else "-"
 
 
-# Said wherever the best is reported below 1x: best.py is still the fastest verified
-# candidate, but the user's own PyTorch is faster.
-SLOWER = " (slower than eager: no candidate beat the reference; keep the original code)"
+SLOWER = f" ({SLOWER_THAN_EAGER})"
 
 
 def best_step(steps: list[TrajectoryStep]) -> TrajectoryStep | None:

@@ -9,7 +9,7 @@ multipliers taken from torchbench), and torch.compile trails eager on several co
 0.96x, L2 10 0.89x, L3 6 0.89x). Printed per task: eager, torch.compile (default mode) and
 torch.compile with ``layout_optimization`` off, timed interleaved with kforge's Timer (CUDA
 events, device-wide sync, L2 flushed; medians), their ratios, and each compiled output's
-largest difference from eager relative to eager's largest magnitude.
+relative L2 error against eager's.
 
     python bench/bench_conv_layout.py .kb/KernelBench --tasks 2/4,2/10,3/11 [--mode max-autotune-no-cudagraphs]
 """
@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 from common import header, kernelbench_tasks, print_table
+from kforge.tools.compare import rel_err
 from kforge.tools.guards import set_precision_flags
 from kforge.tools.task import import_file
 from kforge.tools.timing import Timer
@@ -37,8 +38,8 @@ COLUMNS = [
     "compile/eager",
     "nchw/eager",
     "nchw/compile",
-    "max diff compile",
-    "max diff nchw",
+    "rel err compile",
+    "rel err nchw",
 ]
 
 
@@ -54,8 +55,8 @@ def select(root: Path, spec: str) -> list[Path]:
     return paths
 
 
-def rel_diff(out: torch.Tensor, ref: torch.Tensor) -> float:
-    return float((out.float() - ref.float()).abs().max() / ref.float().abs().max().clamp_min(1e-30))
+def label(path: Path) -> str:
+    return f"L{path.parent.name[-1]} {path.stem}"
 
 
 def measure(path: Path, mode: str, trials: int, device: str) -> dict:
@@ -84,14 +85,14 @@ def measure(path: Path, mode: str, trials: int, device: str) -> dict:
         entries = {name: (lambda m=m: m(*inputs)) for name, m in variants.items()}
         times = {name: t.median_ms for name, t in timer.time_many(entries).items()}
     return {
-        "task": f"L{path.parent.name[-1]} {path.stem}",
+        "task": label(path),
         "mode": mode,
         "eager_ms": times["eager"],
         "compile_ms": times["compile"],
         "nchw_ms": times["nchw"],
         "compile_s": compile_s,
-        "diff_compile": rel_diff(outputs["compile"], ref),
-        "diff_nchw": rel_diff(outputs["nchw"], ref),
+        "diff_compile": rel_err(outputs["compile"], ref),
+        "diff_nchw": rel_err(outputs["nchw"], ref),
     }
 
 
@@ -148,7 +149,7 @@ def main() -> None:
             r = json.loads(lines[-1])
         except (IndexError, json.JSONDecodeError):
             tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            r = {"task": f"L{path.parent.name[-1]} {path.stem}", "error": f"rc {done.returncode}: {tail}"}
+            r = {"task": label(path), "error": f"rc {done.returncode}: {tail}"}
         rows.append(r)
         print(" | ".join(str(v) for v in row(r)), flush=True)
         if args.json:

@@ -56,7 +56,7 @@ def optimize_command(
     quiet: Annotated[bool, typer.Option(help="no live progress")] = False,
 ) -> None:
     """Write, verify and measure faster replacements for TASK; the fastest verified one goes to best.py."""
-    from ..events import RichRenderer
+    from ..events import SLOWER_THAN_EAGER, RichRenderer
     from ..policy.llm import LLMError
     from ..run import SetupError, find_run, optimize, saved_settings
     from ..settings import DEFAULT_OUT, SettingsError, resolve
@@ -85,10 +85,9 @@ def optimize_command(
                 soft_wrap=True,
             )
         raise typer.Exit(1)
-    if summary.best_speedup is not None and summary.best_speedup < 1:
+    if quiet and summary.best_speedup is not None and summary.best_speedup < 1:  # else the renderer said it
         console.print(
-            f"[yellow]note:[/] no candidate beat eager PyTorch: best.py, the fastest verified one, runs at"
-            f" {summary.best_speedup:.3f}x; keep the original code",
+            f"[yellow]note:[/] best.py runs at {summary.best_speedup:.3f}x, {SLOWER_THAN_EAGER}",
             soft_wrap=True,
         )
     typer.echo(str(summary.best_path or summary.run_dir / "report.md"))

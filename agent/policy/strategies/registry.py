@@ -113,16 +113,12 @@ def variants(spec: Spec, analysis: TaskAnalysis, device: str) -> list[Spec]:
         out.append(dataclasses.replace(combo, mode=tuned.mode, flags=(*spec.flags, *tuned.flags)))
     elif spec.runner == "cuda-graph":
         out.append(dataclasses.replace(combo, runner="compile-graph", mode="default"))
-    convs_2d3d = on_gpu and analysis.features.conv_dims in (2, 3)
-    if convs_2d3d and "cudnn-benchmark" in spec.flags and not analysis.views:
-        if "channels-last" not in spec.flags and "nchw" not in spec.flags:
+    # a layout (channels-last, or nchw inside Inductor) for 2D/3D convolutions with none set yet
+    if on_gpu and analysis.features.conv_dims in (2, 3) and not {"nchw", "channels-last"} & set(spec.flags):
+        if "cudnn-benchmark" in spec.flags and not analysis.views:
             out.append(dataclasses.replace(combo, flags=(*spec.flags, "channels-last")))
-    if (
-        convs_2d3d
-        and spec.runner in ("compile", "compile-graph")
-        and not {"nchw", "channels-last"} & set(spec.flags)
-    ):
-        out.append(dataclasses.replace(combo, flags=(*spec.flags, "nchw")))
+        if spec.runner in ("compile", "compile-graph"):
+            out.append(dataclasses.replace(combo, flags=(*spec.flags, "nchw")))
     return out
 
 

@@ -16,7 +16,7 @@ COMPILE_RUNNER = """\
 def _kforge_run(self, *args):
     fn = self.__dict__.get("_kforge_compiled")
     if fn is None:
-        fn = torch.compile(self._kforge_body, mode={mode!r})
+        fn = torch.compile(self._kforge_body, {compile_args})
         self.__dict__["_kforge_compiled"] = fn
     return {ret}
 """
@@ -58,7 +58,7 @@ def _kforge_capture(self, args, key):
 
 COMPILED_TARGET = """self.__dict__.get("_kforge_compiled")
     if fn is None:
-        fn = torch.compile(self._kforge_body, mode={mode!r})
+        fn = torch.compile(self._kforge_body, {compile_args})
         self.__dict__["_kforge_compiled"] = fn"""
 
 
@@ -79,21 +79,22 @@ def runner_code(spec: Spec) -> str:
     pre = ATEN_CONVS if "aten-convs" in spec.flags else ""
     if spec.runner == "compile":
         ret = "_kforge_clone(fn(*args))" if spec.mode in CUDAGRAPH_MODES else "fn(*args)"
-        return _compile_call(COMPILE_RUNNER.format(mode=spec.mode, ret=ret), spec, pre)
+        code = COMPILE_RUNNER.format(compile_args=_compile_args(spec), ret=ret)
+        return code.replace("fn = torch.compile", pre + "fn = torch.compile")
     if spec.runner == "cuda-graph":
         return GRAPH_RUNNER.replace("{target}", "self._kforge_body")
     if spec.runner == "compile-graph":
-        target = _compile_call(COMPILED_TARGET.format(mode=spec.mode), spec, pre)
-        return GRAPH_RUNNER.replace("{target}", target)
+        target = COMPILED_TARGET.format(compile_args=_compile_args(spec))
+        return GRAPH_RUNNER.replace(
+            "{target}", target.replace("fn = torch.compile", pre + "fn = torch.compile")
+        )
     raise ValueError(f"unknown runner {spec.runner!r}")
 
 
-def _compile_call(code: str, spec: Spec, pre: str) -> str:
-    """The compile line with its settings: global Inductor config set first (aten-convs), and
-    "nchw" as options of this compile only (the mode's own options plus layout_optimization)."""
-    if "nchw" in spec.flags:
-        code = code.replace(f"mode={spec.mode!r})", f"options=_kforge_nchw({spec.mode!r}))")
-    return code.replace("fn = torch.compile", pre + "fn = torch.compile")
+def _compile_args(spec: Spec) -> str:
+    """torch.compile's arguments: the mode, or with "nchw" the mode's options plus
+    layout_optimization off, for this compile only (torch.compile takes one or the other)."""
+    return f"options=_kforge_nchw({spec.mode!r})" if "nchw" in spec.flags else f"mode={spec.mode!r}"
 
 
 def forward_code(spec: Spec) -> str:

@@ -28,7 +28,8 @@ from kforge.agent.policy.ranker import Example, RankerModel, fit, fit_with_prior
 from kforge.agent.policy.ranker_data import load_examples
 from kforge.agent.policy.ranker_synth import synth_tasks, write_store
 
-Chooser = Callable[[str, list[str], list[float]], str]  # (task, measured families, features) -> pick
+Instance = tuple[int, str]  # (index of the RUNS argument, task): one measured ranking
+Chooser = Callable[[Instance, list[str], list[float]], str]  # (instance, measured families, features) -> pick
 
 
 def first_pick_scores(pick: str, measured: dict[str, float]) -> tuple[bool, float]:
@@ -38,12 +39,12 @@ def first_pick_scores(pick: str, measured: dict[str, float]) -> tuple[bool, floa
 
 def evaluate(
     choose: Chooser,
-    tasks: dict[str, dict[str, float]],
-    vectors: dict[str, list[float]],
+    tasks: dict[Instance, dict[str, float]],
+    vectors: dict[Instance, list[float]],
 ) -> tuple[float, float]:
     hits, regrets = [], []
-    for task, measured in tasks.items():
-        hit, regret = first_pick_scores(choose(task, list(measured), vectors[task]), measured)
+    for instance, measured in tasks.items():
+        hit, regret = first_pick_scores(choose(instance, list(measured), vectors[instance]), measured)
         hits.append(hit)
         regrets.append(regret)
     return sum(hits) / len(hits), statistics.mean(regrets)
@@ -56,16 +57,20 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--real-weight", default="1,20", help="comma-separated weights to compare")
     args = parser.parse_args()
-    real = load_examples(args.runs)
+    # one ranking instance per task per RUNS argument: the same task measured in two batches is
+    # two instances (a family that failed in one and won in the other is not merged into one value)
+    per_source = [load_examples([path]) for path in args.runs]
+    real = [ex for examples in per_source for ex in examples]
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "trajectories.db"
         write_store(db, synth_tasks(args.synthetic, args.seed))
         synthetic = load_examples([db])
-    tasks: dict[str, dict[str, float]] = defaultdict(dict)
-    vectors: dict[str, list[float]] = {}
-    for ex in real:
-        tasks[ex.task][ex.family] = ex.log2_speedup
-        vectors[ex.task] = ex.features
+    tasks: dict[Instance, dict[str, float]] = defaultdict(dict)
+    vectors: dict[Instance, list[float]] = {}
+    for source, examples in enumerate(per_source):
+        for ex in examples:
+            tasks[source, ex.task][ex.family] = ex.log2_speedup
+            vectors[source, ex.task] = ex.features
     tasks = {t: m for t, m in tasks.items() if len(m) > 1}  # one measured family: nothing to rank
     if not tasks:
         sys.exit(
@@ -73,10 +78,11 @@ def main() -> None:
         )
 
     def held_out(fit_model: Callable[[list[Example]], RankerModel]) -> Chooser:
-        """Ranks a task's families with a model fit without that task (one fit per task)."""
+        """Ranks a task's families with a model fit without that task, in every batch (one fit per task)."""
         cache: dict[str, RankerModel] = {}
 
-        def choose(task: str, families: list[str], vector: list[float]) -> str:
+        def choose(instance: Instance, families: list[str], vector: list[float]) -> str:
+            task = instance[1]
             if task not in cache:
                 cache[task] = fit_model([e for e in real if e.task != task])
             return cache[task].order(families, vector)[0]
@@ -96,7 +102,11 @@ def main() -> None:
     for w in (int(x) for x in args.real_weight.split(",")):
         rows.append((f"synthetic + measured x{w}", *evaluate(mixed(w), tasks, vectors)))
     print(header(" ".join(sys.argv)))
-    print(f"{len(real)} measured candidates on {len(tasks)} tasks with two or more families measured")
+    names = {task for _, task in tasks}
+    print(
+        f"{len(real)} measured candidates; {len(tasks)} rankings (a task in one batch) with two or more"
+        f" families measured, on {len(names)} tasks"
+    )
     print_table("ranker, leave one task out", ["model", "first pick best", "mean regret (log2)"], rows)
 
 

@@ -8,6 +8,7 @@ import statistics
 import subprocess
 import sys
 
+from kforge.agent.policy.features import TaskFeatures
 from kforge.agent.policy.ranker import Example, fit, fit_with_prior, fixed_order, load_model, ndcg
 from kforge.agent.policy.ranker_data import load_examples
 from kforge.agent.policy.ranker_synth import synth_tasks, write_store
@@ -45,6 +46,20 @@ def test_shipped_model_loads_and_says_what_it_was_fit_on():
     assert model is not None and model.metadata["synthetic"] is True
     assert any("KernelBench" in s for s in model.metadata["sources"]), "measured trajectories are a source"
     assert {"compile-default", "cuda-graph", "fx-rewrite"} <= set(model.weights)
+
+
+def test_nchw_prior_only_for_2d_3d_convolutions_and_the_shipped_model_tries_it_on_one():
+    for task in synth_tasks(200, seed=5):
+        assert ("compile-nchw" in task.log2_speedups) == (task.features.conv_dims in (2, 3)), task.name
+    # KernelBench L2 19 (ConvTranspose2d, GELU, GroupNorm) as the planner saw it on the H200: torch.compile
+    # trails eager there; compiled on NCHW it ran at 1.20x of eager (docs/benchmarks.md, compile-nchw)
+    features = TaskFeatures(
+        gpu="H200", bound="compute", flops=6.18e11, min_bytes=4.33e9, launches=3, conv_dims=2,
+        eager_ms=14.56, compile_ms=16.53, floor_ms=9.23,
+        ops={"convolution": 1, "gelu": 1, "native_group_norm": 1},
+    )  # fmt: skip
+    families = ["compile-default", "compile-max-autotune-no-cudagraphs", "cuda-graph", "compile-nchw"]
+    assert load_model().order(families, features.vector())[0] == "compile-nchw"
 
 
 def test_train_ranker_command(tmp_path):

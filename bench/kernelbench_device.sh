@@ -8,6 +8,9 @@
 #   (before the next call: it resumes from the carried folder, so a call made without
 #   unpacking the last one's redoes that call's tasks in a second lineage)
 #   Several GPUs (nvidia-h200-x8): KB_GPUS=0,1,...,7, one batch worker per GPU.
+#   Two batches in one call, one GPU each (each with its own KB_CODE, output and .tgz):
+#     (KB_GPUS=0 bash bench/kernelbench_device.sh A tf32 420 > $OUT/A.log 2>&1) &
+#     KB_GPUS=1 bash bench/kernelbench_device.sh B fp32 420; wait
 #   KB_GPUS=0,1,2 KB_TESTS_GPU=3: the GPU test suite on the fourth GPU meanwhile;
 #   KB_SIDE="tests convs kbprofile": these parts of bench/gpu_checks.sh there, one after another.
 #   KB_CODE=.carry/kforge-REV: the batch runs that snapshot of the package (see below).
@@ -22,15 +25,18 @@ PRECISION=${2:-fp32}
 BUDGET=${3:-420}
 EXTRA=${KB_EXTRA:-}   # KB_LIMIT=N: N tasks per level (default 30). KB_EXTRA e.g. KB_EXTRA="--rounds 1 --no-confirm" to spend less device time per task
 GPUS=${KB_GPUS:+--gpus $KB_GPUS}   # KB_GPUS=0,1,2: these GPUs only, one worker each (default: every visible GPU)
-python3 -m pip install -q --no-index --find-links .whl/agent langgraph langgraph-checkpoint-sqlite langchain-core 2>&1 | tail -2
+# flock: two batches of one call (one per GPU, run side by side) install one at a time
+LOCK=$(command -v flock > /dev/null && echo "flock /tmp/kforge-pip.lock")
+$LOCK python3 -m pip install -q --no-index --find-links .whl/agent langgraph langgraph-checkpoint-sqlite langchain-core 2>&1 | tail -2
 # KB_CODE=.carry/kforge-5d4a33c: run the batch on that snapshot of the package (carry it), so a
 # measurement started with one commit finishes with it while the working tree moves on; made
 # here with  mkdir -p .carry/kforge-REV && git archive REV | tar x -C .carry/kforge-REV
 CODE=$PWD${KB_CODE:+/$KB_CODE}
 [ -f "$CODE/agent/cli.py" ] || { echo "KB_CODE=$KB_CODE: no kforge package there (carry it)" >&2; exit 2; }
-mkdir -p /tmp/kfpath && ln -sfn "$CODE" /tmp/kfpath/kforge
+KFPATH=/tmp/kfpath-$NAME   # per batch: two batches side by side may run different code
+mkdir -p "$KFPATH" && ln -sfn "$CODE" "$KFPATH/kforge"
 echo "kforge code: ${KB_CODE:-working tree}"
-export PYTHONPATH=/tmp/kfpath PYTHONUNBUFFERED=1 KFORGE_CACHE=/tmp/kforge-cache
+export PYTHONPATH=$KFPATH PYTHONUNBUFFERED=1 KFORGE_CACHE=/tmp/kforge-cache
 # KB_TESTS_GPU=3: the GPU test suite (bench/gpu_checks.sh tests, which installs what the agent
 # tests import) runs on that GPU meanwhile; keep it out of KB_GPUS. Its log is $OUT/gpu_tests.log.
 if [ -n "${KB_TESTS_GPU:-}" ]; then

@@ -16,7 +16,7 @@ COMPILE_RUNNER = """\
 def _kforge_run(self, *args):
     fn = self.__dict__.get("_kforge_compiled")
     if fn is None:
-        fn = torch.compile(self._kforge_body, {compile_args})
+        {pre}fn = torch.compile(self._kforge_body, {compile_args})
         self.__dict__["_kforge_compiled"] = fn
     return {ret}
 """
@@ -58,7 +58,7 @@ def _kforge_capture(self, args, key):
 
 COMPILED_TARGET = """self.__dict__.get("_kforge_compiled")
     if fn is None:
-        fn = torch.compile(self._kforge_body, {compile_args})
+        {pre}fn = torch.compile(self._kforge_body, {compile_args})
         self.__dict__["_kforge_compiled"] = fn"""
 
 
@@ -79,15 +79,12 @@ def runner_code(spec: Spec) -> str:
     pre = ATEN_CONVS if "aten-convs" in spec.flags else ""
     if spec.runner == "compile":
         ret = "_kforge_clone(fn(*args))" if spec.mode in CUDAGRAPH_MODES else "fn(*args)"
-        code = COMPILE_RUNNER.format(compile_args=_compile_args(spec), ret=ret)
-        return code.replace("fn = torch.compile", pre + "fn = torch.compile")
+        return COMPILE_RUNNER.format(pre=pre, compile_args=_compile_args(spec), ret=ret)
     if spec.runner == "cuda-graph":
         return GRAPH_RUNNER.replace("{target}", "self._kforge_body")
     if spec.runner == "compile-graph":
-        target = COMPILED_TARGET.format(compile_args=_compile_args(spec))
-        return GRAPH_RUNNER.replace(
-            "{target}", target.replace("fn = torch.compile", pre + "fn = torch.compile")
-        )
+        target = COMPILED_TARGET.format(pre=pre, compile_args=_compile_args(spec))
+        return GRAPH_RUNNER.replace("{target}", target)
     raise ValueError(f"unknown runner {spec.runner!r}")
 
 

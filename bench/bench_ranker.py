@@ -6,7 +6,11 @@ ranks the families that were measured on it. Reported per model: how often its f
 the best measured family, and the mean regret (log2 of best measured speedup over the
 speedup of its first pick; 0 is perfect). Failed candidates count as a 2x slowdown.
 
-    python bench/bench_ranker.py RUNS... [--synthetic 600 --seed 7 --real-weight 1,30]
+    python bench/bench_ranker.py RUNS... [--join FAMILY_RUNS...] [--synthetic 600 --seed 7 --real-weight 1,30]
+
+--join: batches or runs that measured one family alone (``--strategies compile-nchw``): their
+measurements join every ranking of the same task in RUNS (where RUNS did not measure that
+family), as well as the training data. Each speedup is against the eager time of its own run.
 
 Rows: the fixed order; synthetic only; measured only; measured with the synthetic prior for
 families measured fewer than 5 times (how the shipped model is fit); synthetic plus measured
@@ -53,6 +57,7 @@ def evaluate(
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("runs", type=Path, nargs="+")
+    parser.add_argument("--join", type=Path, nargs="*", default=[], help="family-alone batches or runs")
     parser.add_argument("--synthetic", type=int, default=600)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--real-weight", default="1,20", help="comma-separated weights to compare")
@@ -60,7 +65,8 @@ def main() -> None:
     # one ranking instance per task per RUNS argument: the same task measured in two batches is
     # two instances (a family that failed in one and won in the other is not merged into one value)
     per_source = [load_examples([path]) for path in args.runs]
-    real = [ex for examples in per_source for ex in examples]
+    joined = load_examples(args.join) if args.join else []
+    real = [ex for examples in per_source for ex in examples] + joined
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "trajectories.db"
         write_store(db, synth_tasks(args.synthetic, args.seed))
@@ -71,6 +77,12 @@ def main() -> None:
         for ex in examples:
             tasks[source, ex.task][ex.family] = ex.log2_speedup
             vectors[source, ex.task] = ex.features
+    alone: dict[str, dict[str, float]] = defaultdict(dict)
+    for ex in joined:  # the first measurement of a task and family, where two batches both ran it
+        alone[ex.task].setdefault(ex.family, ex.log2_speedup)
+    for (_, task), measured in tasks.items():
+        for family, value in alone.get(task, {}).items():
+            measured.setdefault(family, value)
     tasks = {t: m for t, m in tasks.items() if len(m) > 1}  # one measured family: nothing to rank
     if not tasks:
         sys.exit(
@@ -106,6 +118,7 @@ def main() -> None:
     print(
         f"{len(real)} measured candidates; {len(tasks)} rankings (a task in one batch) with two or more"
         f" families measured, on {len(names)} tasks"
+        + (f"; {len(joined)} of the candidates from --join, on {len(alone)} tasks" if joined else "")
     )
     print_table("ranker, leave one task out", ["model", "first pick best", "mean regret (log2)"], rows)
 

@@ -28,7 +28,7 @@ DEFAULT_ORDER = (
     "compile-max-autotune-no-cudagraphs",
     "compile-max-autotune",
     "tf32x3-conv",  # measured on 8 KernelBench conv tasks: 1.13-1.29x on 5, 0.77-0.96x on 3
-    "compile-nchw",  # measured outside the batch (bench_conv_layout): 1.06-1.45x over compile on 14 conv tasks
+    "compile-nchw",  # measured alone on 41 KernelBench conv tasks: 1.24x over eager, 1.16x over compile
     "tf32",
     "bf16",
 )

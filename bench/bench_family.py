@@ -18,22 +18,13 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from common import print_table
+from common import print_table, problem_order, times
 from kforge.agent.batch_summary import geomean, read_lines
 
 
 def _label(line: dict[str, Any]) -> str:
     name = line["task"].split("/")[-1]
     return f"L{line.get('level')} {name}"
-
-
-def _number(line: dict[str, Any]) -> tuple[int, int]:
-    head = line["task"].split("/")[-1].split("_")[0]
-    return (line.get("level") or 0, int(head) if head.isdigit() else 0)
-
-
-def _x(v: float | None) -> str:
-    return f"{v:.3f}x" if v is not None else "-"
 
 
 def _ok(line: dict[str, Any] | None) -> bool:
@@ -47,22 +38,24 @@ def compare(
     first measurement of each task that the full batch also has."""
     rows, seen = [], set()
     fam, ref, both, compile_ratio = [], [], [], []
-    beats = 0
-    for line in sorted(family, key=_number):
+    beats, failed = 0, []
+    for line in sorted(family, key=problem_order):
         other = against.get(line["task"])
         ok = _ok(line)
         mine = line["speedup_vs_eager"] if ok else None
         theirs = other["speedup_vs_eager"] if _ok(other) else None  # type: ignore[index]
         repeat = line["task"] in seen
+        if not ok:
+            failed.append(_label(line))
         rows.append(
             [
                 _label(line) + (" (repeat)" if repeat else ""),
                 f"{line['eager_ms']:.3f}" if line.get("eager_ms") else "-",
                 f"{line['compile_ms']:.3f}" if line.get("compile_ms") else "-",
                 f"{line['eager_ms'] / mine:.3f}" if mine and line.get("eager_ms") else line["status"],
-                _x(mine),
-                _x(line.get("speedup_vs_compile") if ok else None),
-                f"{_x(theirs)} ({other.get('best_strategy') or '-'})" if other else "-",  # type: ignore[union-attr]
+                times(mine),
+                times(line.get("speedup_vs_compile") if ok else None),
+                f"{times(theirs)} ({other.get('best_strategy') or '-'})" if other else "-",  # type: ignore[union-attr]
             ]
         )
         if repeat or theirs is None:
@@ -74,7 +67,6 @@ def compare(
             fam.append(mine)
             compile_ratio.append(line["speedup_vs_compile"])
             beats += mine > theirs
-    failed = [_label(x) for x in sorted(family, key=_number) if not _ok(x)]
     totals = {
         "tasks": len(ref),
         "family_correct": len(fam),
@@ -113,9 +105,9 @@ def main() -> None:
     rows, t = compare(family, against)
     print_table("family alone vs the full batch", COLUMNS, rows)
     summary = (
-        f"{t['tasks']} tasks: the family correct on {t['family_correct']}, {_x(t['family_vs_eager'])} vs eager "
-        f"and {_x(t['family_vs_compile'])} vs torch.compile over those; the full batch {_x(t['against_vs_eager'])} "
-        f"vs eager over all {t['tasks']}; better of both {_x(t['better_of_both_vs_eager'])}; the family beats the "
+        f"{t['tasks']} tasks: the family correct on {t['family_correct']}, {times(t['family_vs_eager'])} vs eager "
+        f"and {times(t['family_vs_compile'])} vs torch.compile over those; the full batch {times(t['against_vs_eager'])} "
+        f"vs eager over all {t['tasks']}; better of both {times(t['better_of_both_vs_eager'])}; the family beats the "
         f"full batch on {t['family_beats_against']}; no correct candidate: {', '.join(t['no_correct_candidate']) or 'none'}"
     )
     print(summary)

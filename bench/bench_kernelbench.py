@@ -15,15 +15,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from common import print_table
+from common import print_table, problem_order, times
 from kforge.agent.batch_summary import P_VALUES, geomean, read_lines, summary
 from kforge.agent.policy.strategies.registry import family_of
 
 BAR = {"geomean_vs_eager": 1.35, "geomean_vs_compile": 1.15, "fast_vs_eager@1.0": 0.85}
-
-
-def _x(v: float | None) -> str:
-    return f"{v:.3f}x" if v is not None else "-"
 
 
 def _f(v: float | None) -> str:
@@ -38,10 +34,10 @@ def rows(groups: dict[str, dict[str, Any]]) -> list[list[str]]:
                 name,
                 f"{s['correct']}/{s['valid_tasks']}",
                 "1.000x",
-                _x(s["compile_geomean_vs_eager"]),
-                _x(s["best_of_eager_compile_geomean"]),
-                _x(s["geomean_vs_eager"]),
-                _x(s["geomean_vs_compile"]),
+                times(s["compile_geomean_vs_eager"]),
+                times(s["best_of_eager_compile_geomean"]),
+                times(s["geomean_vs_eager"]),
+                times(s["geomean_vs_compile"]),
                 " / ".join(_f(s["fast_vs_eager"][str(p)]) for p in P_VALUES),
                 " / ".join(_f(s["fast_vs_compile"][str(p)]) for p in P_VALUES),
                 str(s["rejected_attempts"]),
@@ -89,19 +85,15 @@ def winners(lines: list[dict[str, Any]]) -> list[list[str]]:
             by_family.setdefault(family_of(line["best_strategy"]), []).append(line)
     out = []
 
-    def number(x: dict[str, Any]) -> tuple[int, int]:
-        head = x["task"].split("/")[-1].split("_")[0]
-        return (x.get("level") or 0, int(head) if head.isdigit() else 0)
-
     for family, won in sorted(by_family.items(), key=lambda kv: -len(kv[1])):
-        won = sorted(won, key=number)
+        won = sorted(won, key=problem_order)
         tasks = ", ".join(f"L{x.get('level')} {x['task'].split('/')[-1].split('_')[0]}" for x in won)
         out.append(
             [
                 family,
                 str(len(won)),
-                _x(geomean([x["speedup_vs_eager"] for x in won])),
-                _x(geomean([x["speedup_vs_compile"] for x in won if x.get("speedup_vs_compile")])),
+                times(geomean([x["speedup_vs_eager"] for x in won])),
+                times(geomean([x["speedup_vs_compile"] for x in won if x.get("speedup_vs_compile")])),
                 tasks,
             ]
         )

@@ -65,7 +65,7 @@ def main() -> None:
     # one ranking instance per task per RUNS argument: the same task measured in two batches is
     # two instances (a family that failed in one and won in the other is not merged into one value)
     per_source = [load_examples([path]) for path in args.runs]
-    joined = load_examples(args.join) if args.join else []
+    joined = load_examples(args.join)
     real = [ex for examples in per_source for ex in examples] + joined
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "trajectories.db"

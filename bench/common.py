@@ -7,6 +7,7 @@ import platform
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -20,6 +21,17 @@ def kernelbench_tasks(root: Path, level: int, per_level: int | None = None) -> l
         folder = root / "KernelBench" / f"level{level}"
     files = sorted(folder.glob("*.py"), key=lambda p: int(re.match(r"(\d+)", p.name).group(1)))  # type: ignore[union-attr]
     return files[:per_level] if per_level else files
+
+
+def times(v: float | None) -> str:
+    """A speedup as the tables print it: 1.234x, or - where there is none."""
+    return f"{v:.3f}x" if v is not None else "-"
+
+
+def problem_order(line: dict[str, Any]) -> tuple[int, int]:
+    """Sort key of a batch results.jsonl line: (level, problem number)."""
+    head = line["task"].split("/")[-1].split("_")[0]
+    return (line.get("level") or 0, int(head) if head.isdigit() else 0)
 
 
 def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> None:

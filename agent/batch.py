@@ -1,5 +1,6 @@
 """Batch optimization: many tasks through the same optimize graph, one worker process per
-selected GPU taking tasks from a shared queue (one worker on the CPU).
+selected GPU taking tasks from a shared queue (one worker on the CPU), or one Ray task per
+GPU of a Ray cluster (``batch_ray``): both are executors behind ``run_batch``.
 
 Each task's run folder is ``OUT/runs/<task>/<run id>/``; the parent appends one line per
 finished task to ``OUT/results.jsonl`` (written whole and flushed, by one writer) and, at
@@ -16,7 +17,7 @@ import multiprocessing as mp
 import os
 import queue
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ class BatchOptions:
     families: tuple[str, ...] | None = None  # restrict the embedded policy to these strategy families
     trials: int = 5  # correctness trials per candidate
     max_time_s: float | None = None  # start no new task after this long (the rest waits for a resume)
+    ray: str | None = None  # run the tasks on this Ray cluster ("auto" or an address) instead of locally
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -51,6 +53,7 @@ class BatchOptions:
             "confirm": self.confirm,
             "families": list(self.families) if self.families else None,
             "trials": self.trials,
+            "ray": self.ray,
             "settings": self.settings.to_json(),
         }
 
@@ -227,18 +230,13 @@ def append_line(out: Path, line: dict[str, Any]) -> None:
         os.fsync(fh.fileno())
 
 
-def run_batch(
-    entries: list[TaskEntry], options: BatchOptions, on_line: Callable[[dict[str, Any]], None] | None = None
-) -> list[dict[str, Any]]:
-    """Run every entry not yet in results.jsonl; the lines written by this call."""
-    options.out.mkdir(parents=True, exist_ok=True)
-    (options.out / BATCH_META).write_text(
-        json.dumps(options.to_json() | {"tasks": [e.key for e in entries]}, indent=2)
-    )
-    finished = done_keys(options.out)
-    pending = [e for e in entries if e.key not in finished]
-    if not pending:
-        return []
+Executor = Callable[[list[TaskEntry], "BatchOptions"], Iterator[dict[str, Any]]]
+
+
+def local_pool(pending: list[TaskEntry], options: BatchOptions) -> Iterator[dict[str, Any]]:
+    """The default executor: one worker process per selected GPU (one on the CPU) taking
+    tasks from a shared queue; each task's line as it lands. A task whose worker died, or
+    that the deadline left unstarted, yields nothing and stays pending for a resume."""
     ctx = mp.get_context("spawn")
     tasks, results = ctx.Queue(), ctx.Queue()
     gpus: list[int | None] = list(options.gpus) if options.settings.device == "cuda" else [None]
@@ -254,8 +252,8 @@ def run_batch(
     ]
     for w in workers:
         w.start()
-    written: list[dict[str, Any]] = []
-    while len(written) < len(pending):
+    received = 0
+    while received < len(pending):
         try:
             line = results.get(timeout=2.0)
         except queue.Empty:
@@ -264,11 +262,38 @@ def run_batch(
             try:  # every worker has ended: take what the last one sent before it went
                 line = results.get(timeout=2.0)
             except queue.Empty:
-                break  # what is missing stays pending for a resume
+                break
+        received += 1
+        yield line
+    for w in workers:
+        w.join(timeout=10)
+
+
+def _executor(options: BatchOptions) -> Executor:
+    if options.ray is None:
+        return local_pool
+    from .batch_ray import ray_pool
+
+    return ray_pool
+
+
+def run_batch(
+    entries: list[TaskEntry], options: BatchOptions, on_line: Callable[[dict[str, Any]], None] | None = None
+) -> list[dict[str, Any]]:
+    """Run every entry not yet in results.jsonl through the options' executor (the local
+    pool, or Ray with ``options.ray``); the lines written by this call."""
+    options.out.mkdir(parents=True, exist_ok=True)
+    (options.out / BATCH_META).write_text(
+        json.dumps(options.to_json() | {"tasks": [e.key for e in entries]}, indent=2)
+    )
+    finished = done_keys(options.out)
+    pending = [e for e in entries if e.key not in finished]
+    if not pending:
+        return []
+    written: list[dict[str, Any]] = []
+    for line in _executor(options)(pending, options):
         append_line(options.out, line)
         written.append(line)
         if on_line is not None:
             on_line(line)
-    for w in workers:
-        w.join(timeout=10)
     return written

@@ -1,4 +1,5 @@
-"""Write a run's ``report.md`` (every attempt with its result and the analyses) and ``best.py``
+"""Write a run's ``report.md`` (every attempt with its result and the analyses), its
+``report.html`` (``report_html``) and ``best.py``
 (the fastest verified candidate) from the trajectory store."""
 
 from __future__ import annotations
@@ -121,8 +122,11 @@ def render_report(store: Store, run_id: str) -> str:
 
 
 def write_outputs(store: Store, run_id: str, run_dir: Path) -> Path | None:
-    """Write report.md and best.py; returns best.py's path, or None when nothing verified."""
+    """Write report.md, report.html and best.py; returns best.py's path, or None when nothing verified."""
+    from .report_html import write_report
+
     (run_dir / "report.md").write_text(render_report(store, run_id))
+    write_report(run_dir)
     best_path = run_dir / "best.py"
     for trajectory in store.trajectories(run_id):
         best = best_step(trajectory.steps)

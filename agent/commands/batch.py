@@ -53,6 +53,9 @@ def batch_command(
     ] = None,
     out: Annotated[Path | None, typer.Option(help="batch folder (default kforge-batch)")] = None,
     resume: Annotated[Path | None, typer.Option(help="continue the batch in this folder")] = None,
+    ray: Annotated[
+        str | None, typer.Option(help="run on a Ray cluster: auto or its address (pip install 'kforge[ray]')")
+    ] = None,
     config: Annotated[Path | None, typer.Option(help="TOML config (LLM endpoint for --policy llm)")] = None,
     quiet: Annotated[bool, typer.Option(help="no progress bar")] = False,
 ) -> None:
@@ -71,6 +74,7 @@ def batch_command(
             selection, policy = saved["selection"], saved["policy"]
             strategies = ",".join(saved.get("families") or []) or None
             trials, confirm = saved.get("trials", trials), saved.get("confirm", confirm)
+            ray = ray or saved.get("ray")
             settings = resolve({}, config=config, saved=saved["settings"])
             if eval_timeout is not None:  # tasks already in results.jsonl keep the limit they ran under
                 settings = settings.replace(eval_timeout_s=eval_timeout)
@@ -87,7 +91,7 @@ def batch_command(
             settings = resolve(flags, config=config)
         if policy == "llm" and not settings.endpoint_configured:
             raise BatchInputError("--policy llm needs an endpoint: set OPENAI_BASE_URL or a config file")
-        gpu_list = _gpus(gpus, device)
+        gpu_list = [] if ray else _gpus(gpus, device)
         entries = select(
             [Path(p) for p in selection["paths"]],
             parse_ints(selection["level"], "--level"),
@@ -100,9 +104,10 @@ def batch_command(
     options = BatchOptions(
         out=folder, settings=settings, policy=policy, gpus=gpu_list, confirm=confirm, selection=selection,
         families=tuple(f.strip() for f in strategies.split(",") if f.strip()) if strategies else None, trials=trials,
-        max_time_s=max_time,
+        max_time_s=max_time, ray=ray,
     )  # fmt: skip
-    console.print(f"{len(entries)} tasks, {len(gpu_list) if device == 'cuda' else 1} worker(s) -> {folder}")
+    workers = f"Ray cluster {ray}" if ray else f"{len(gpu_list) if device == 'cuda' else 1} worker(s)"
+    console.print(f"{len(entries)} tasks, {workers} -> {folder}")
     _run(entries, options, console, quiet)
     groups = write_summary(folder, {"policy": policy, "device": device, "precision": precision})
     overall = groups["overall"]
@@ -110,6 +115,9 @@ def batch_command(
         f"correct {overall['correct']}/{overall['valid_tasks']}, geomean vs eager "
         f"{overall['geomean_vs_eager'] or 0:.3f}x, vs torch.compile {overall['geomean_vs_compile'] or 0:.3f}x"
     )
+    from ..report_html import write_report
+
+    console.print(f"report: {write_report(folder)}")
     typer.echo(str(folder / "summary.md"))
 
 
@@ -147,6 +155,7 @@ def _run(entries: list[Any], options: Any, console: Console, quiet: bool) -> Non
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from ..batch import done_keys, run_batch
+    from ..batch_tasks import BatchInputError
 
     already = len(done_keys(options.out) & {e.key for e in entries})
     counts = {"correct": 0, "faster": 0, "rejected": 0}
@@ -161,4 +170,7 @@ def _run(entries: list[Any], options: Any, console: Console, quiet: bool) -> Non
             text = f"correct {counts['correct']} | faster {counts['faster']} | rejected {counts['rejected']}"
             progress.update(bar, advance=1, description=text)
 
-        run_batch(entries, options, on_line)
+        try:
+            run_batch(entries, options, on_line)
+        except BatchInputError as err:  # the Ray cluster is missing or declares no GPU
+            raise _fail(console, str(err)) from None

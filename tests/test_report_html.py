@@ -19,6 +19,7 @@ import pytest
 
 BROWSER = shutil.which("chromium")
 BATCH = Path(__file__).parents[1] / "docs" / "data" / "kb-h200-tf32-v3"
+TASK = Path(__file__).parent / "fixtures" / "batch" / "tasks" / "linear_sum.py"
 CLI = [sys.executable, "-c", "from kforge.agent.cli import main; main()", "report"]
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--hide-scrollbars",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -144,3 +145,56 @@ def test_a_console_error_is_caught(tmp_path, page):
 def test_report_of_a_folder_that_is_neither_exits_2(tmp_path):
     done = subprocess.run([*CLI, str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "neither a batch folder" in done.stderr
+
+
+def _run_folder(folder: Path) -> Path:
+    """A run folder written through the real store: the recorded result of a KernelBench
+    task's best candidate, and a failed attempt with its log."""
+    from kforge.agent.store import AttemptRecord, Store
+    from kforge.tools.result import Result, Status
+    from kforge.tools.task import load_task
+
+    (folder / "task").mkdir(parents=True)
+    reference = TASK.read_text()
+    (folder / "task" / TASK.name).write_text(reference)
+    (folder / "run.json").write_text(
+        json.dumps({"run_id": "r1", "task": f"task/{TASK.name}", "settings": {}})
+    )
+    task = load_task(folder / "task" / TASK.name)
+    recorded = json.loads((BATCH / "results.jsonl").read_text().splitlines()[0])["result"]
+    faster = reference.replace(
+        "x = x / 2\n        x = torch.sum(x, dim=1, keepdim=True)", "x = x.sum(1, keepdim=True) / 2"
+    )
+    store = Store(folder / "trajectories.db")
+    store.start_run("r1", task, policy="embedded", model=None, settings={})
+    for attempt_id, source, result in (
+        ("r1-c0", faster, Result.from_json(recorded)),
+        (
+            "r1-c1",
+            reference.replace("x / 2", "x / 3"),
+            Result(status=Status.INCORRECT, log="max abs err 0.5"),
+        ),
+    ):
+        store.add_attempt("r1", task.hash, AttemptRecord(attempt_id=attempt_id, round=1, idx=0, source=source,
+                                                         strategy="fx-rewrite", analysis="reads M*N once"))  # fmt: skip
+        store.add_result("r1", attempt_id, result)
+    store.finish_run("r1", "finished", "rounds done")
+    store.close()
+    return folder
+
+
+def test_run_report_shows_every_attempt_with_highlighted_code_and_diff(tmp_path, page):
+    folder = _run_folder(tmp_path / "run")
+    done = subprocess.run([*CLI, str(folder)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    page.load(folder / "report.html")
+    assert page.errors == []
+    assert page.evaluate("document.querySelectorAll('h3').length") == 2  # both attempts
+    assert "reads M*N once" in str(page.evaluate("document.body.innerText"))
+    # highlighted: coloured spans in the code blocks; the diffs mark the changed lines
+    assert page.evaluate("document.querySelectorAll('div.highlight span[style]').length") > 20
+    diff = str(
+        page.evaluate("Array.from(document.querySelectorAll('details')).map(d => d.textContent).join()")
+    )
+    assert "+        x = x.sum(1, keepdim=True) / 2" in diff and "+        x = x / 3" in diff
+    assert "-        x = torch.sum(x, dim=1, keepdim=True)" in diff

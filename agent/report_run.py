@@ -35,7 +35,9 @@ def diff_html(reference: str, source: str) -> str:
 
 
 def _text(title: str, text: str) -> list[str]:
-    return [f"<p><b>{title}</b></p><pre>{html.escape(text.strip())}</pre>"] if text.strip() else []
+    return (
+        [f"<p><b>{html.escape(title)}</b></p><pre>{html.escape(text.strip())}</pre>"] if text.strip() else []
+    )
 
 
 def _attempt(step: TrajectoryStep, reference: str) -> list[str]:

@@ -108,6 +108,8 @@ def test_two_rounds_carry_measured_results_and_recover_a_malformed_answer(tmp_pa
     for attempt_id in statuses:
         assert f"#### {attempt_id}" in report
     assert "Critic's analysis" in report and (summary.run_dir / "checkpoint.db").is_file()
+    page = (summary.run_dir / "report.html").read_text()  # the same attempts, as a page
+    assert all(f'id="{attempt_id}"' in page for attempt_id in statuses) and "Critic&#x27;s analysis" in page
 
 
 def _wait_for_result(out: Path, attempt_id: str, proc: subprocess.Popen, timeout_s: float = 180) -> Path:

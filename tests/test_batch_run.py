@@ -70,6 +70,9 @@ def test_batch_over_a_list_records_every_task_and_summarises(tmp_path, env):
     summary = json.loads((out / "summary.json").read_text())["overall"]
     assert summary["valid_tasks"] == 3 and summary["correct"] == 2 and summary["invalid_tasks"] == 1
     assert (out / "summary.md").is_file() and (out / "speedups.png").is_file()
+    page = (out / "report.html").read_text()  # links each task's run page, written by optimize
+    assert all((Path(x["run_dir"]) / "report.html").is_file() for x in lines.values() if x.get("run_dir"))
+    assert page.count('<a href="runs/') >= 4 and "data:image/png;base64," in page
 
 
 def test_bad_input_exits_2(tmp_path, env):

@@ -51,6 +51,9 @@ def cluster(tmp_path_factory):
     os.killpg(head.pid, signal.SIGTERM)
     head.wait(timeout=60)
     log.close()
+    current = Path("/tmp/ray/ray_current_cluster")  # where address="auto" looks: not at a dead cluster
+    if current.is_file() and current.read_text().strip().endswith(f":{port}"):
+        current.unlink()
 
 
 @pytest.fixture

@@ -165,3 +165,36 @@ def test_ctrl_c_mid_round_then_resume_evaluates_nothing_twice(tmp_path):
     assert sorted(e["attempt_id"] for e in events if not e["reused"]) == ["r1-c0", "r1-c1"]
     assert [e["attempt_id"] for e in events if e["reused"]] == ["r1-c0"]
     assert len(server.requests) == 4  # plan, two candidates, critic: none asked for twice
+
+
+def test_plan_approval_interrupt_pauses_the_run_and_resumes_with_the_edited_plan(tmp_path, monkeypatch):
+    """The interrupt ``kforge optimize --approve`` and chat answer: unanswered, the run is paused
+    at the plan; resumed with ``Command(resume=...)``, the coder gets the edited plan."""
+    from kforge.agent.run import optimize
+    from kforge.agent.settings import RunSettings
+
+    monkeypatch.setenv("KFORGE_CACHE", str(tmp_path / "cache"))
+    recorded = json.loads((FIXTURES / "answers_kill.json").read_text())
+    server = ReplayServer([recorded[0], recorded[1], recorded[3]]).start()  # plan, one candidate, critic
+    settings = RunSettings(
+        rounds=1, candidates=1, device="cpu", timing_trials=3, retrieval=False, approve=True,
+        model="replay", base_url=server.url, api_key="test-key", retries=0, out=tmp_path / "runs",
+    )  # fmt: skip
+    try:
+        paused = optimize(TASK, settings)
+        assert (paused.status, paused.reason) == ("paused", "waiting for plan approval")
+        assert len(server.requests) == 1 and not evaluations(paused.run_dir)
+
+        asked: list[dict] = []
+
+        def edit(payload: dict) -> str:
+            asked.append(payload)
+            return payload["plan"] + "\nUser: keep it torch-only."
+
+        done = optimize(None, settings, resume=paused.run_dir, on_interrupt=edit)
+    finally:
+        server.stop()
+    assert done.status == "finished" and [p["kind"] for p in asked] == ["plan"]
+    assert len(server.requests) == 3  # the plan was not asked for again
+    assert "User: keep it torch-only." in server.prompts()[1]  # the coder followed the edited plan
+    assert [e["attempt_id"] for e in evaluations(done.run_dir)] == ["r1-c0"]

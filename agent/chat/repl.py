@@ -23,7 +23,7 @@ def replay_screen(s: Session) -> None:
     """On --resume: the conversation so far, as it was on the screen."""
     for role, content in s.log.entries:
         if role == "user":
-            s.console.print(f"[bold]kforge>[/] {escape(content)}", highlight=False)
+            s.console.print(f"[dim]>[/] {escape(content)}", highlight=False)
         else:
             s.console.print(Markdown(content))
 

@@ -188,7 +188,8 @@ def optimize(
         model=model,
     )
     store.start_run(run_id, task, policy=policy.name, model=model, settings=settings.to_json())
-    rc.emit(RunStarted(task=task.name, run_dir=str(run_dir), policy=policy.name, resumed=resume is not None))
+    resumed = resume is not None and (run_dir / "checkpoint.db").is_file()  # else made by new_run
+    rc.emit(RunStarted(task=task.name, run_dir=str(run_dir), policy=policy.name, resumed=resumed))
     if chosen_here and not settings.endpoint_configured:
         rc.emit(Notice(message=f"no LLM endpoint configured: using the {policy.name} policy"))
     config: RunnableConfig = {

@@ -78,7 +78,7 @@ def run_dir_of(tmp_path: Path) -> Path:
 def test_session_without_llm_edits_the_plan_runs_a_round_and_saves_the_best(tmp_path):
     child = spawn(tmp_path)
     # bad input: one line each, and the session goes on
-    out = say(child, "/task " + str(FIXTURES / "replay_server.py"), "not a task")
+    out = say(child, "/task " + str(FIXTURES / "replay_server.py"), "not a KernelBench task")
     assert out.count("error:") == 1
     assert "unknown command /frobnicate" in say(child, "/frobnicate", "/help lists")
     assert "no task loaded" in say(child, "/attempts", "/task FILE first")

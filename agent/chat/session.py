@@ -51,7 +51,7 @@ class Session:
         try:
             load_task(path)
         except TaskError as err:
-            raise ChatError(f"{path}: not a task ({err}); give a KernelBench-format file") from None
+            raise ChatError(f"{err}; /task takes a KernelBench-format file") from None
         self.run_id, self.run_dir, self.task = new_run(path, self.settings)
         self.log.attach(self.run_dir / "chat.db")
         return self.task

@@ -28,7 +28,10 @@ def plan_approver(console: Console) -> InterruptHandler:
         title = "plan" if not payload.get("round") else f"new plan after round {payload['round']}"
         console.print(Panel(Markdown(plan), title=title, title_align="left"))
         while True:
-            reply = prompt(QUESTION).strip().lower()
+            try:
+                reply = prompt(QUESTION).strip().lower()
+            except EOFError:  # Ctrl-D: no answer, the run stays at the plan
+                raise RunStopped("plan not approved") from None
             if reply in ("", "y", "yes"):
                 return plan
             if reply in ("n", "no", "/stop"):

@@ -25,6 +25,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "batch": ("batch",),
     "train": ("train",),
     "report": ("report",),
+    "chat": ("chat",),
 }
 
 

@@ -3,6 +3,11 @@
 A run folder holds ``run.json``, the task as it was given, ``trajectories.db`` (the store),
 ``checkpoint.db`` (langgraph's SQLite checkpointer, thread id = run id), ``events.jsonl``,
 ``report.md`` and ``best.py``. A run stopped at any point continues with ``resume``.
+
+With ``settings.approve`` the graph stops on LangGraph interrupts (plan approval); ``optimize``
+hands each one to ``on_interrupt`` and resumes the graph with its answer (``Command(resume=...)``).
+A run stopped with Ctrl-C is marked ``stopped``: what was evaluated is in the store, and
+``resume`` reuses it.
 """
 
 from __future__ import annotations
@@ -14,11 +19,13 @@ import shutil
 import sqlite3
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.types import Command
 
 from ..tools.hardware import detect_gpu
 from ..tools.result import Result
@@ -39,11 +46,18 @@ class SetupError(RuntimeError):
     """The run cannot start (no policy, unknown run folder). The message is one line."""
 
 
+class RunStopped(Exception):
+    """Raised by an interrupt handler (or Ctrl-C as KeyboardInterrupt) to stop the run where it is."""
+
+
+STOPPED = "stopped by the user; nothing evaluated is lost"
+
+
 @dataclasses.dataclass
 class RunSummary:
     run_id: str
     run_dir: Path
-    status: str  # "finished" or "failed" (failed runs can be resumed)
+    status: str  # "finished", "failed" or "paused" (at an interrupt nobody answered); both resume
     reason: str  # why the loop stopped, or the one-line error
     best_attempt_id: str | None
     best_speedup: float | None
@@ -58,7 +72,12 @@ def find_run(resume: str | Path, out: Path) -> Path:
     raise SetupError(f"no run folder {resume} (looked in . and {out})")
 
 
-def _new_run(task_path: Path, settings: RunSettings) -> tuple[str, Path, Task]:
+# Answers a graph interrupt's payload (e.g. {"kind": "plan", "round": 0, "plan": "..."}).
+InterruptHandler = Callable[[dict[str, Any]], Any]
+
+
+def new_run(task_path: Path, settings: RunSettings) -> tuple[str, Path, Task]:
+    """Make a run folder for the task (``optimize(None, ..., resume=run_dir)`` starts it)."""
     task = load_task(task_path)
     run_id = f"{task.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     run_dir = (settings.out / run_id).resolve()
@@ -136,8 +155,10 @@ def optimize(
     on_event: EventSink | None = None,
     *,
     resume: Path | None = None,
+    on_interrupt: InterruptHandler | None = None,
 ) -> RunSummary:
-    """Optimize one task (or resume the run in folder ``resume``) and write the run folder."""
+    """Optimize one task (or resume the run in folder ``resume``) and write the run folder.
+    Interrupts go to ``on_interrupt``; without one the run returns ``paused`` at the first."""
     if policy is None:
         check_policy(settings)
     if resume is not None:
@@ -146,7 +167,7 @@ def optimize(
         run_id = meta["run_id"]
         task = load_task(run_dir / meta["task"])
     elif task_path is not None:
-        run_id, run_dir, task = _new_run(Path(task_path), settings)
+        run_id, run_dir, task = new_run(Path(task_path), settings)
     else:
         raise SetupError("give a task file, or --resume RUN")
     store = Store(run_dir / "trajectories.db")
@@ -167,7 +188,8 @@ def optimize(
         model=model,
     )
     store.start_run(run_id, task, policy=policy.name, model=model, settings=settings.to_json())
-    rc.emit(RunStarted(task=task.name, run_dir=str(run_dir), policy=policy.name, resumed=resume is not None))
+    resumed = resume is not None and (run_dir / "checkpoint.db").is_file()  # else made by new_run
+    rc.emit(RunStarted(task=task.name, run_dir=str(run_dir), policy=policy.name, resumed=resumed))
     if chosen_here and not settings.endpoint_configured:
         rc.emit(Notice(message=f"no LLM endpoint configured: using the {policy.name} policy"))
     config: RunnableConfig = {
@@ -182,6 +204,14 @@ def optimize(
             final = graph.invoke(
                 None if started else {"run_id": run_id}, config, context=rc, durability="sync"
             )
+            while final.get("__interrupt__") and on_interrupt is not None:
+                answer = on_interrupt(final["__interrupt__"][0].value)
+                final = graph.invoke(Command(resume=answer), config, context=rc, durability="sync")
+        except (KeyboardInterrupt, RunStopped):
+            store.finish_run(run_id, "stopped", STOPPED)
+            write_outputs(store, run_id, run_dir)
+            rc.emit(RunFailed(run_dir=str(run_dir), message=STOPPED))
+            raise
         except LLMError as err:
             store.finish_run(run_id, "failed", str(err))
             write_outputs(store, run_id, run_dir)
@@ -198,6 +228,9 @@ def optimize(
             )
     finally:
         conn.close()
+    if final.get("__interrupt__"):
+        kind = final["__interrupt__"][0].value.get("kind", "input")
+        return RunSummary(run_id, run_dir, "paused", f"waiting for {kind} approval", None, None, None)
     reason = final.get("reason", "finished")
     store.finish_run(run_id, "finished", reason)
     best_path = write_outputs(store, run_id, run_dir)

@@ -32,6 +32,7 @@ class RunSettings:
     patience: int = 2  # stop after this many rounds without improving the best speedup
     min_improvement: float = 0.01  # a round improves when its best beats the old best by this fraction
     replan_after_failed_rounds: int = 2  # consecutive rounds where every candidate failed -> new plan
+    approve: bool = False  # stop (a LangGraph interrupt) for the user to approve or edit each plan
     # Evaluation
     device: str = "cuda"  # "cuda" or "cpu"
     precision: str = "fp32"  # precision class candidates are checked under

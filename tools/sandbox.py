@@ -233,15 +233,19 @@ def run_worker(
         if spares:  # the next job's worker imports while this one runs
             _start_spare(key, limits, env, scratch.parent)
         mem_limit_kb = limits.memory_limit_gb * 2**20
-        while proc.poll() is None:
-            if time.monotonic() - start > limits.timeout_s:
-                timed_out = True
-            elif _rss_kb(proc.pid) > mem_limit_kb:
-                out_of_memory = True
-            if timed_out or out_of_memory:
-                _kill_group(proc)
-                break
-            time.sleep(0.05)
+        try:
+            while proc.poll() is None:
+                if time.monotonic() - start > limits.timeout_s:
+                    timed_out = True
+                elif _rss_kb(proc.pid) > mem_limit_kb:
+                    out_of_memory = True
+                if timed_out or out_of_memory:
+                    _kill_group(proc)
+                    break
+                time.sleep(0.05)
+        except KeyboardInterrupt:  # the user stopped the run: the worker (its own group) goes too
+            _kill_group(proc)
+            raise
         proc.wait()
     if spare is not None:
         os.replace(spare.log_path, log_path)

@@ -54,18 +54,22 @@ def optimize_command(
         str | None, typer.Option(help="continue the run in this folder (or with this id under --out)")
     ] = None,
     quiet: Annotated[bool, typer.Option(help="no live progress")] = False,
+    approve: Annotated[
+        bool | None, typer.Option("--approve", help="stop for you to approve or edit each plan")
+    ] = None,
 ) -> None:
     """Write, verify and measure faster replacements for TASK; the fastest verified one goes to best.py."""
+    from ..chat.approval import plan_approver
     from ..events import SLOWER_THAN_EAGER, RichRenderer
     from ..policy.llm import LLMError
-    from ..run import SetupError, find_run, optimize, saved_settings
+    from ..run import RunStopped, SetupError, find_run, optimize, saved_settings
     from ..settings import DEFAULT_OUT, SettingsError, resolve
 
     flags = dict(
         rounds=rounds, candidates=candidates, device=device, precision=precision, model=model,
         base_url=base_url, api_key=api_key, temperature=temperature, max_tokens=max_tokens,
         timeout_s=timeout_s, retries=retries, target_speedup=target_speedup, patience=patience,
-        wall_time_s=wall_time_s, timing_trials=timing_trials, retrieval=retrieval, out=out,
+        wall_time_s=wall_time_s, timing_trials=timing_trials, retrieval=retrieval, out=out, approve=approve,
     )  # fmt: skip
     console = Console(stderr=True)
     try:
@@ -74,7 +78,15 @@ def optimize_command(
         settings = resolve(flags, config=config, saved=saved)
         if task is None and run_dir is None:
             raise SetupError("give a task file, or --resume RUN")
-        summary = optimize(task, settings, on_event=None if quiet else RichRenderer(console), resume=run_dir)
+        summary = optimize(
+            task,
+            settings,
+            on_event=None if quiet else RichRenderer(console),
+            resume=run_dir,
+            on_interrupt=plan_approver(console) if settings.approve else None,
+        )
+    except (KeyboardInterrupt, RunStopped):
+        raise typer.Exit(130) from None  # the renderer (or the store, when quiet) has the run stopped
     except (SetupError, SettingsError, TaskError, LLMError) as err:
         console.print(f"[red]error:[/] {escape(str(err))}", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None

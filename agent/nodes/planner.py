@@ -1,6 +1,8 @@
 """The planner: measures the baseline and retrieves docs once, then asks the policy for a plan.
 
 A plan is stored per round it was made after (0: the first), so a resumed run reuses it.
+With ``settings.approve`` the node stops on a LangGraph ``interrupt`` until the user answers
+with the plan to follow (as shown, or edited): ``Command(resume=plan_text)``.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import time
 from typing import Any
 
 from langgraph.runtime import Runtime
+from langgraph.types import interrupt
 
 from ...tools.result import Status
 from ..context import RunContext
@@ -71,6 +74,11 @@ def planner(state: State, runtime: Runtime[RunContext]) -> dict[str, Any]:
     if plan is None:
         plan = rc.policy.plan(policy_context({**state, **updates}, rc, after_round))  # type: ignore[typeddict-item]
         rc.store.add_analysis(rc.run_id, after_round, "plan", plan)
+    if rc.settings.approve:
+        approved = str(interrupt({"kind": "plan", "round": after_round, "plan": plan}))
+        if approved != plan:
+            plan = approved
+            rc.store.add_analysis(rc.run_id, after_round, "plan", plan)
     docs = updates.get("docs", state.get("docs", []))
     rc.emit(PlanReady(round=after_round, plan=plan, docs=[doc["id"] for doc in docs]))
     return {**updates, "plan": plan, "plan_round": after_round, "failed_rounds_in_row": 0}

@@ -1,0 +1,60 @@
+"""The read-eval-print loop: prompt_toolkit line editing and history, slash commands, free text
+to the LLM (or a one-line pointer to the commands when none is configured)."""
+
+from __future__ import annotations
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.history import InMemoryHistory
+from rich.markdown import Markdown
+from rich.markup import escape
+
+from ..policy.llm import LLMError
+from .assistant import Assistant
+from .commands import Quit, dispatch
+from .session import ChatError, Session
+
+NO_LLM = (
+    "no LLM configured: /task FILE, /run and /help drive the embedded policy; "
+    "set OPENAI_BASE_URL and KFORGE_MODEL (or --base-url/--model) to talk to a model"
+)
+
+
+def replay_screen(s: Session) -> None:
+    """On --resume: the conversation so far, as it was on the screen."""
+    for role, content in s.log.entries:
+        if role == "user":
+            s.console.print(f"[dim]>[/] {escape(content)}", highlight=False)
+        else:
+            s.console.print(Markdown(content))
+
+
+def _answer(s: Session, line: str, assistant: Assistant | None) -> None:
+    if line.startswith("/"):
+        dispatch(s, line)
+    elif assistant is None:
+        s.console.print(NO_LLM, highlight=False)
+    else:
+        s.log.add("assistant", assistant.answer(line))
+
+
+def loop(s: Session, assistant: Assistant | None) -> None:
+    history = InMemoryHistory()
+    for line in s.log.user_lines():
+        history.append_string(line)
+    prompt: PromptSession[str] = PromptSession(history=history)
+    while True:
+        try:
+            line = prompt.prompt("kforge> ").strip()
+        except KeyboardInterrupt:
+            continue  # Ctrl-C at the prompt clears the line
+        except EOFError:
+            return
+        if not line:
+            continue
+        s.log.add("user", line)
+        try:
+            _answer(s, line, assistant)
+        except Quit:
+            return
+        except (ChatError, LLMError) as err:
+            s.console.print(f"[red]error:[/] {escape(str(err))}", highlight=False, soft_wrap=True)

@@ -1,0 +1,72 @@
+"""``kforge chat [TASK.py] [--resume RUN]``: an interactive session over the optimization loop."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+
+def register(app: typer.Typer) -> None:
+    app.command("chat")(chat_command)
+
+
+def chat_command(
+    task: Annotated[Path | None, typer.Argument(help="KernelBench-format task file to load first")] = None,
+    resume: Annotated[
+        str | None, typer.Option(help="continue the session of this run folder (or run id under --out)")
+    ] = None,
+    rounds: Annotated[int | None, typer.Option(help="rounds at most per /run")] = None,
+    candidates: Annotated[int | None, typer.Option(help="candidates per round")] = None,
+    device: Annotated[str | None, typer.Option(help="cuda or cpu")] = None,
+    precision: Annotated[str | None, typer.Option(help="precision class: fp32, tf32, bf16, fp16")] = None,
+    model: Annotated[str | None, typer.Option(help="model name at the endpoint (or KFORGE_MODEL)")] = None,
+    base_url: Annotated[
+        str | None, typer.Option(help="OpenAI-compatible endpoint (or OPENAI_BASE_URL)")
+    ] = None,
+    api_key: Annotated[str | None, typer.Option(help="API key (or OPENAI_API_KEY)")] = None,
+    timing_trials: Annotated[int | None, typer.Option(help="timed runs per callable")] = None,
+    retrieval: Annotated[
+        bool | None, typer.Option("--retrieval/--no-retrieval", help="retrieve docs and kernels")
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="folder the run folders go in")] = None,
+    config: Annotated[
+        Path | None, typer.Option(help="TOML config (default ~/.config/kforge/config.toml)")
+    ] = None,
+) -> None:
+    """Talk to kforge: load a task, approve its plan, run rounds, inspect and save candidates."""
+    from ...tools.task import TaskError
+    from ..chat.assistant import Assistant
+    from ..chat.repl import loop, replay_screen
+    from ..chat.session import ChatError, Session
+    from ..run import SetupError, check_policy, find_run, saved_settings
+    from ..settings import DEFAULT_OUT, SettingsError, resolve
+
+    flags = dict(
+        rounds=rounds, candidates=candidates, device=device, precision=precision, model=model,
+        base_url=base_url, api_key=api_key, timing_trials=timing_trials, retrieval=retrieval, out=out,
+    )  # fmt: skip
+    console = Console(highlight=False)
+    try:
+        run_dir = find_run(resume, out or DEFAULT_OUT) if resume else None
+        settings = resolve(flags, config=config, saved=saved_settings(run_dir) if run_dir else None)
+        check_policy(settings)
+        session = Session(settings, console)
+        if run_dir is not None:
+            session.reopen(run_dir)
+            replay_screen(session)
+            console.print(f"resumed {session.run_id}: /run continues where it stopped")
+        elif task is not None:
+            session.load(task)
+            console.print(
+                f"loaded [bold]{session.task.name if session.task else task}[/] -> {session.run_dir}"
+            )
+    except (SetupError, SettingsError, TaskError, ChatError) as err:
+        console.print(f"[red]error:[/] {escape(str(err))}", soft_wrap=True)
+        raise typer.Exit(1) from None
+    assistant = Assistant.from_settings(session, settings) if settings.endpoint_configured else None
+    console.print("kforge chat: /help lists the commands, /quit leaves")
+    loop(session, assistant)

@@ -145,3 +145,23 @@ def test_the_adapter_runs_in_optimize_through_the_hf_policy(tiny_model, datasets
     assert all(c["model"] == f"hf:{adapter}" and c["completion_tokens"] for c in calls)
     (trajectory,) = store.trajectories(run_id)
     assert [s.result.status.value for s in trajectory.steps if s.result] == ["format_error"]
+
+
+def test_train_command_says_what_to_do_without_data(tmp_path):
+    from kforge.agent.cli import app
+    from typer.testing import CliRunner
+
+    args = [
+        "train",
+        "llm",
+        "--method",
+        "dpo",
+        "--base",
+        "x",
+        "--data",
+        str(tmp_path),
+        "--out",
+        str(tmp_path / "o"),
+    ]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2 and "make it with kforge export" in result.output

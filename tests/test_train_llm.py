@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -53,7 +54,7 @@ def eval_options(tmp_path_factory):
 
 def settings(method, base, data, out, **changes) -> TrainSettings:
     base_settings = dict(
-        method=method, base=str(base), data=data, out=out, max_steps=2, batch_size=2, max_length=2048,
+        method=method, base=str(base), data=data, out=out, max_steps=2, batch_size=2, max_length=1024,
         max_completion_length=12, num_generations=2, lora_r=4, lora_alpha=8, save_steps=1, use_cpu=True,
     )  # fmt: skip
     return TrainSettings(**{**base_settings, **changes})
@@ -90,18 +91,25 @@ def test_reward_measures_correct_incorrect_and_cheating_candidates(eval_options)
     assert reward.evaluations == 3
 
 
-def test_sft_checkpoints_and_resumes_after_an_interrupted_run(tiny_model, datasets_dir, tmp_path):
-    first = train_llm(settings("sft", tiny_model, datasets_dir / "sft", tmp_path / "sft"))
-    assert first.state.global_step == 2
-    assert (tmp_path / "sft" / "checkpoints" / "checkpoint-2").is_dir()
-    resumed = train_llm(
-        settings("sft", tiny_model, datasets_dir / "sft", tmp_path / "sft", max_steps=3, resume=True)
-    )
+@pytest.fixture(scope="module")
+def sft_run(tiny_model, datasets_dir, tmp_path_factory):
+    """Two SFT steps, a checkpoint after each; the adapter is saved in the returned folder."""
+    out = tmp_path_factory.mktemp("sft")
+    trainer = train_llm(settings("sft", tiny_model, datasets_dir / "sft", out))
+    assert trainer.state.global_step == 2
+    return out
+
+
+def test_sft_checkpoints_and_resumes_after_an_interrupted_run(sft_run, tiny_model, datasets_dir, tmp_path):
+    out = tmp_path / "sft"
+    shutil.copytree(sft_run, out)  # a run stopped after step 2 (its last checkpoint)
+    assert (out / "checkpoints" / "checkpoint-2").is_dir()
+    resumed = train_llm(settings("sft", tiny_model, datasets_dir / "sft", out, max_steps=3, resume=True))
     assert resumed.state.global_step == 3
     steps = [entry["step"] for entry in resumed.state.log_history if "loss" in entry]
     assert steps == [1, 2, 3]  # the resumed run kept the first two steps' history and added one
-    assert (tmp_path / "sft" / "adapter_config.json").is_file()
-    assert json.loads((tmp_path / "sft" / "kforge_train.json").read_text())["steps"] == 3
+    assert (out / "adapter_config.json").is_file()
+    assert json.loads((out / "kforge_train.json").read_text())["steps"] == 3
 
 
 def test_dpo_trains_on_the_pairs(tiny_model, datasets_dir, tmp_path):
@@ -121,9 +129,8 @@ def test_grpo_rewards_come_from_the_evaluator(tiny_model, datasets_dir, tmp_path
     assert logged and all(e["reward"] >= REJECTED for e in logged)
 
 
-def test_the_adapter_runs_in_optimize_through_the_hf_policy(tiny_model, datasets_dir, tmp_path):
-    adapter = tmp_path / "adapter"
-    train_llm(settings("sft", tiny_model, datasets_dir / "sft", adapter, max_steps=1))
+def test_the_adapter_runs_in_optimize_through_the_hf_policy(sft_run, tmp_path):
+    adapter = sft_run
     env = {
         k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "KFORGE_MODEL")
     }

@@ -26,6 +26,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "train": ("train",),
     "report": ("report",),
     "chat": ("chat",),
+    "export": ("export",),
 }
 
 

@@ -35,7 +35,8 @@ from .evaluator import EngineEvaluator, Evaluator
 from .events import EventSink, JsonlSink, Notice, RunFailed, RunFinished, RunStarted, fan_out
 from .graph import build_graph
 from .policy.base import Policy
-from .policy.llm import LLMError, LLMPolicy, openai_client
+from .policy.hf import HFChatClient, check_hf_model, hf_path
+from .policy.llm import LLMClient, LLMError, LLMPolicy, openai_client
 from .report import write_outputs
 from .retrieve import RetrievalMissing, remember_winner
 from .settings import RunSettings
@@ -109,6 +110,13 @@ def _embedded_policy_class() -> type | None:
 
 def check_policy(settings: RunSettings) -> None:
     """Fail before a run folder is made when no policy can run."""
+    path = hf_path(settings.model)
+    if path is not None:
+        try:
+            check_hf_model(path)
+        except LLMError as err:
+            raise SetupError(str(err)) from None
+        return
     if settings.endpoint_configured and not settings.model:
         raise SetupError("no model named: pass --model or set KFORGE_MODEL")
     if not settings.endpoint_configured and _embedded_policy_class() is None:
@@ -116,10 +124,11 @@ def check_policy(settings: RunSettings) -> None:
 
 
 def choose_policy(settings: RunSettings, store: Store, run_id: str) -> tuple[Policy, str | None]:
-    """The LLM policy when an endpoint is configured (its calls recorded in the store), else
-    the embedded one."""
-    if settings.endpoint_configured:
-        client = openai_client(settings)
+    """The LLM policy when an endpoint is configured or the model is ``hf:PATH`` (generating in
+    process), its calls recorded in the store; else the embedded one."""
+    path = hf_path(settings.model)
+    if settings.endpoint_configured or path is not None:
+        client: LLMClient = HFChatClient(path, device=settings.device) if path else openai_client(settings)
 
         def on_call(call: LLMCallRecord) -> None:
             store.add_llm_call(run_id, call)
@@ -190,7 +199,7 @@ def optimize(
     store.start_run(run_id, task, policy=policy.name, model=model, settings=settings.to_json())
     resumed = resume is not None and (run_dir / "checkpoint.db").is_file()  # else made by new_run
     rc.emit(RunStarted(task=task.name, run_dir=str(run_dir), policy=policy.name, resumed=resumed))
-    if chosen_here and not settings.endpoint_configured:
+    if chosen_here and model is None:
         rc.emit(Notice(message=f"no LLM endpoint configured: using the {policy.name} policy"))
     config: RunnableConfig = {
         "configurable": {"thread_id": run_id},

@@ -242,6 +242,12 @@ class Store:
         rows = self._read("SELECT * FROM llm_calls WHERE run_id=? ORDER BY id", (run_id,))
         return [dict(row) for row in rows]
 
+    def task(self, task_hash: str) -> Task:
+        rows = self._read("SELECT name, path, source FROM tasks WHERE task_hash=?", (task_hash,))
+        if not rows:
+            raise KeyError(f"no task {task_hash} in {self.path}")
+        return Task(name=rows[0]["name"], path=Path(rows[0]["path"]), source=rows[0]["source"])
+
     def run_info(self, run_id: str) -> dict[str, Any] | None:
         rows = self._read("SELECT * FROM runs WHERE run_id=?", (run_id,))
         return dict(rows[0]) if rows else None

@@ -69,3 +69,42 @@ def ranker_command(
     for family, count in sorted(model.counts.items()):
         console.print(f"{family}: {count} examples")
     typer.echo(str(out))
+
+
+@train_app.command("llm")
+def llm_command(
+    method: Annotated[str, typer.Option(help="sft, dpo or grpo")],
+    base: Annotated[str, typer.Option(help="base model: a folder or a Hugging Face id")],
+    data: Annotated[Path, typer.Option(help="dataset folder from kforge export (sft, pairs, groups)")],
+    out: Annotated[Path, typer.Option(help="folder for checkpoints and the LoRA adapter")],
+    max_steps: Annotated[int, typer.Option(min=1)] = 100,
+    learning_rate: Annotated[float, typer.Option(min=0.0)] = 1e-4,
+    batch_size: Annotated[int, typer.Option(min=1)] = 2,
+    max_length: Annotated[int, typer.Option(min=16, help="prompt plus completion tokens")] = 4096,
+    max_completion_length: Annotated[int, typer.Option(min=1, help="grpo: generated tokens")] = 1024,
+    num_generations: Annotated[int, typer.Option(min=2, help="grpo: answers per prompt")] = 4,
+    lora_r: Annotated[int, typer.Option(min=0, help="LoRA rank; 0: full fine-tune")] = 16,
+    save_steps: Annotated[int, typer.Option(min=1, help="checkpoint every N steps")] = 50,
+    resume: Annotated[bool, typer.Option(help="continue from the last checkpoint in OUT")] = False,
+    device: Annotated[str, typer.Option(help="cuda or cpu (training and grpo's evaluations)")] = "cuda",
+    eval_parallel: Annotated[int, typer.Option(min=1, help="grpo: tasks evaluated at once")] = 1,
+) -> None:
+    """Fine-tune the kernel-writing policy with TRL and LoRA; use it with --model hf:OUT."""
+    from ...tools.evaluate import EvalOptions
+    from ..train.llm import TrainSettings, TrainSetupError, train_llm
+
+    console = Console(stderr=True)
+    settings = TrainSettings(
+        method=method, base=base, data=data, out=out, max_steps=max_steps, learning_rate=learning_rate,
+        batch_size=batch_size, max_length=max_length, max_completion_length=max_completion_length,
+        num_generations=num_generations, lora_r=lora_r, lora_alpha=2 * lora_r, save_steps=save_steps,
+        resume=resume, use_cpu=device == "cpu", eval_parallel=eval_parallel,
+        eval_options=EvalOptions(device=device, compile_baseline=False, timing_trials=20 if device == "cuda" else 3),
+    )  # fmt: skip
+    try:
+        trainer = train_llm(settings)
+    except TrainSetupError as err:
+        console.print(f"[red]error:[/] {escape(str(err))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    console.print(f"{method}: {trainer.state.global_step} steps; adapter in {out}")
+    typer.echo(str(out))

@@ -1,0 +1,112 @@
+"""Dataset export from trajectories recorded by real CPU runs (tests/fixtures/train/runs, made
+by make_stores.py: the real engine, a replayed LLM proposing verified, incorrect, cheating and
+malformed candidates on two tasks)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+from kforge.agent.cli import app
+from kforge.agent.policy.parse import to_proposal
+from kforge.agent.train.export import export, split_tasks
+from kforge.agent.train.reward import REJECTED, reward_of
+from kforge.agent.train.samples import load_samples
+from typer.testing import CliRunner
+
+RUNS = Path(__file__).parent / "fixtures" / "train" / "runs"
+
+
+@pytest.fixture(scope="module")
+def samples():
+    return load_samples([RUNS])
+
+
+def rows(folder: Path, split: str) -> list[dict]:
+    return [json.loads(line) for line in (folder / f"{split}.jsonl").read_text().splitlines()]
+
+
+def cheat_answers(samples) -> set[str]:
+    return {s.answer for s in samples if s.result.status.value == "rejected"}
+
+
+def test_the_fixture_runs_hold_every_kind_of_outcome(samples):
+    statuses = {(s.task_name, s.attempt_id): s.result.status.value for s in samples}
+    assert set(statuses.values()) == {"ok", "rejected", "incorrect"}
+    assert {task for task, _ in statuses} == {"add_relu", "scale_relu"}
+    assert all(s.prompt[0]["role"] == "system" and s.prompt[1]["role"] == "user" for s in samples)
+
+
+def test_sft_targets_are_verified_answers_with_the_prompt_kforge_sent(samples, tmp_path):
+    folder = export("sft", samples, tmp_path / "sft", test_fraction=0.5, min_speedup=0.0)
+    train, test = rows(folder, "train"), rows(folder, "test")
+    assert train and test
+    assert not {r["task_name"] for r in train} & {r["task_name"] for r in test}  # split by task
+    for record in train + test:
+        answer = record["completion"][0]["content"]
+        assert to_proposal(answer).source, "an SFT target that does not parse"
+        assert answer not in cheat_answers(samples)
+        assert record["speedup"] > 0
+        assert f"# Task: {record['task_name']}" in record["prompt"][1]["content"]
+    card = json.loads((folder / "card.json").read_text())
+    assert card["splits"]["train"]["records"] == len(train)
+    assert card["splits"]["test"]["speedup_vs_eager"]["max"] > 0
+    assert "| train |" in (folder / "README.md").read_text()
+    again = export("sft", samples + samples, tmp_path / "again", test_fraction=0.5, min_speedup=0.0)
+    assert len(rows(again, "train")) == len(train)  # duplicates removed
+
+
+def test_pairs_prefer_verified_and_never_choose_a_cheat(samples, tmp_path):
+    folder = export("pairs", samples, tmp_path / "pairs", test_fraction=0.0)
+    pairs = rows(folder, "train")
+    assert {p["rejected_status"] for p in pairs} >= {"incorrect", "rejected"}
+    cheats = cheat_answers(samples)
+    for pair in pairs:
+        assert pair["chosen_speedup"] > 0
+        assert pair["chosen"][0]["content"] not in cheats
+        assert pair["chosen"] != pair["rejected"]
+
+
+def test_groups_carry_measured_variants_and_rewarded_candidates(samples, tmp_path):
+    folder = export("groups", samples, tmp_path / "groups", test_fraction=0.0)
+    groups = rows(folder, "train")
+    assert len(groups) == 2  # round 2 of each task follows measured variants
+    by_id = {(s.task_name, s.round, s.answer): s for s in samples}
+    for group in groups:
+        assert {v["status"] for v in group["variants"]} >= {"ok", "rejected"}
+        assert "### r1-c0" in group["prompt"][1]["content"]  # the prompt shows them
+        assert "class Model" in group["task_source"]
+        for candidate in group["candidates"]:
+            sample = by_id[(group["task_name"], 2, candidate["completion"][0]["content"])]
+            assert candidate["reward"] == reward_of(sample.result) > REJECTED
+            assert candidate["status"] != "rejected"
+
+
+def test_an_embedded_run_gets_the_prompt_kforge_would_send(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(RUNS / "add_relu", run)
+    with sqlite3.connect(run / "trajectories.db") as conn:
+        conn.execute("DELETE FROM llm_calls")
+    (sample,) = [s for s in load_samples([run]) if s.attempt_id == "r2-c0"]
+    prompt = sample.prompt[1]["content"]
+    assert "round 2, candidate 1 of 2" in prompt and "### r1-c0 (round 1, fastest verified" in prompt
+    assert "r2-c0 verified" not in prompt  # nothing from its own round
+
+
+def test_split_keeps_a_task_on_one_side():
+    tasks = [f"t{i}" for i in range(10)]
+    test = split_tasks(tasks, 0.2)
+    assert len(test) == 2 and test == split_tasks(list(reversed(tasks)), 0.2)
+    assert split_tasks(["only"], 0.5) == set()
+
+
+def test_export_command_writes_the_dataset_and_fails_clearly(tmp_path):
+    runner = CliRunner()
+    result = runner.invoke(app, ["export", "groups", str(RUNS), "--out", str(tmp_path / "g")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "g" / "card.json").is_file()
+    bad = runner.invoke(app, ["export", "nonsense", str(RUNS), "--out", str(tmp_path / "x")])
+    assert bad.exit_code == 2 and "one of sft, pairs, groups" in bad.output

@@ -156,6 +156,7 @@ def test_ctrl_c_mid_round_then_resume_evaluates_nothing_twice(tmp_path):
         assert [e["attempt_id"] for e in evaluations(run_dir)] == ["r1-c0"]
 
         child = spawn(tmp_path, "--resume", str(run_dir), url=server.url)
+        assert "> /run" in child.before and "resumed" in child.before  # the conversation is back on screen
         say(child, "/run", "r1-c0 ok", "(from store)", "r1-c1", "done")
         child.sendline("/quit")
         child.expect(pexpect.EOF)

@@ -51,7 +51,7 @@ class RunStopped(Exception):
     """Raised by an interrupt handler (or Ctrl-C as KeyboardInterrupt) to stop the run where it is."""
 
 
-STOPPED = "stopped by the user; nothing evaluated is lost"
+STOPPED = "by the user; nothing evaluated is lost"  # the renderer says "stopped" first
 
 
 @dataclasses.dataclass

@@ -114,33 +114,11 @@ def test_session_without_llm_edits_the_plan_runs_a_round_and_saves_the_best(tmp_
     assert lines[:2] == ["/task " + str(FIXTURES / "replay_server.py"), "/frobnicate"]
 
 
-def test_model_calls_a_tool_and_streams_its_answer(tmp_path):
-    candidate = FIXTURES / "candidates" / "add_relu_torch.py"
-    answer = "Your clamp_min candidate is verified; on the CPU it runs close to eager."
-    server = ReplayServer(
-        [{"tool_calls": [{"name": "evaluate", "arguments": {"path": str(candidate)}}]}, answer]
-    )
-    server.start()
-    try:
-        child = spawn(tmp_path, str(TASK), url=server.url)
-        say(child, "is add_relu_torch.py any faster?", "tool evaluate", answer)
-        child.sendline("/quit")
-        child.expect(pexpect.EOF)
-    finally:
-        server.stop()
-    first, second = server.requests
-    assert first["stream"] is True and {t["function"]["name"] for t in first["tools"]} >= {
-        "evaluate",
-        "run_round",
-    }
-    (tool_message,) = [m for m in second["messages"] if m["role"] == "tool"]
-    assert json.loads(tool_message["content"])["status"] == "ok"  # the real evaluation went back to the model
-    with sqlite3.connect(run_dir_of(tmp_path) / "chat.db") as conn:
-        assert conn.execute("SELECT content FROM messages WHERE role='assistant'").fetchall() == [(answer,)]
-
-
-def test_ctrl_c_mid_round_then_resume_evaluates_nothing_twice(tmp_path):
-    server = ReplayServer(json.loads((FIXTURES / "answers_kill.json").read_text())).start()
+def test_ctrl_c_mid_round_then_resume_evaluates_nothing_twice_and_the_model_calls_a_tool(tmp_path):
+    answer = "r1-c1 is verified but interpreted Triton on the CPU: far slower than eager, keep r1-c0."
+    tool_call = {"tool_calls": [{"name": "profile", "arguments": {"attempt_id": "r1-c1"}}]}
+    recorded = json.loads((FIXTURES / "answers_kill.json").read_text())
+    server = ReplayServer([*recorded, tool_call, answer]).start()
     try:
         child = spawn(tmp_path, str(TASK), "--rounds", "1", "--candidates", "2", url=server.url)
         child.sendline("/run")
@@ -156,7 +134,9 @@ def test_ctrl_c_mid_round_then_resume_evaluates_nothing_twice(tmp_path):
         assert [e["attempt_id"] for e in evaluations(run_dir)] == ["r1-c0"]
 
         child = spawn(tmp_path, "--resume", str(run_dir), url=server.url)
+        assert "> /run" in child.before and "resumed" in child.before  # the conversation is back on screen
         say(child, "/run", "r1-c0 ok", "(from store)", "r1-c1", "done")
+        say(child, "why is r1-c1 slow?", "tool profile", answer)  # streamed word by word
         child.sendline("/quit")
         child.expect(pexpect.EOF)
     finally:
@@ -164,7 +144,13 @@ def test_ctrl_c_mid_round_then_resume_evaluates_nothing_twice(tmp_path):
     events = evaluations(run_dir)
     assert sorted(e["attempt_id"] for e in events if not e["reused"]) == ["r1-c0", "r1-c1"]
     assert [e["attempt_id"] for e in events if e["reused"]] == ["r1-c0"]
-    assert len(server.requests) == 4  # plan, two candidates, critic: none asked for twice
+    assert len(server.requests) == 6  # plan, two candidates, critic (none asked twice), then the chat
+    asked, told = server.requests[4:]
+    assert asked["stream"] is True and "evaluate" in {t["function"]["name"] for t in asked["tools"]}
+    (tool_message,) = [m for m in told["messages"] if m["role"] == "tool"]
+    assert json.loads(tool_message["content"])["status"] == "ok"  # r1-c1's measured result went back
+    with sqlite3.connect(run_dir / "chat.db") as conn:
+        assert conn.execute("SELECT content FROM messages WHERE role='assistant'").fetchall() == [(answer,)]
 
 
 def test_plan_approval_interrupt_pauses_the_run_and_resumes_with_the_edited_plan(tmp_path, monkeypatch):

@@ -4,6 +4,7 @@ through the OpenAI tools API. A tool's failure goes back to the model as the too
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -76,7 +77,8 @@ def _profile(s: Session, attempt_id: str) -> dict[str, Any]:
     result = s.step(attempt_id).result
     if result is None:
         raise ChatError(f"{attempt_id} was not evaluated yet")
-    return result.headline() | {"roofline": result.roofline and result.roofline.__dict__, "ncu": result.ncu}
+    roofline = dataclasses.asdict(result.roofline) if result.roofline else None
+    return result.headline() | {"roofline": roofline, "ncu": result.ncu}
 
 
 HANDLERS: dict[str, Callable[..., Any]] = {

@@ -9,6 +9,7 @@ from rich.markdown import Markdown
 from rich.markup import escape
 
 from ..policy.llm import LLMError
+from ..run import RunStopped
 from .assistant import Assistant
 from .commands import Quit, dispatch
 from .session import ChatError, Session
@@ -56,5 +57,7 @@ def loop(s: Session, assistant: Assistant | None) -> None:
             _answer(s, line, assistant)
         except Quit:
             return
+        except (KeyboardInterrupt, RunStopped):  # during the model's answer or a run it started
+            s.console.print("[yellow]stopped[/]: what landed is kept; /run continues", highlight=False)
         except (ChatError, LLMError) as err:
             s.console.print(f"[red]error:[/] {escape(str(err))}", highlight=False, soft_wrap=True)

@@ -71,6 +71,8 @@ class Session:
     def next_nodes(self) -> tuple[str, ...]:
         """Where the graph stands: the nodes it runs next (() when finished or not started)."""
         run_id, run_dir, _ = self._need_run()
+        if not (run_dir / "checkpoint.db").is_file():
+            return ("planner",)  # not started
         config: RunnableConfig = {"configurable": {"thread_id": run_id}}
         conn = sqlite3.connect(run_dir / "checkpoint.db", check_same_thread=False)
         try:

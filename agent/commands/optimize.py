@@ -55,7 +55,7 @@ def optimize_command(
     ] = None,
     quiet: Annotated[bool, typer.Option(help="no live progress")] = False,
     approve: Annotated[
-        bool | None, typer.Option("--approve", help="stop for you to approve or edit each plan")
+        bool | None, typer.Option("--approve/--no-approve", help="stop for you to approve or edit each plan")
     ] = None,
 ) -> None:
     """Write, verify and measure faster replacements for TASK; the fastest verified one goes to best.py."""

@@ -1,0 +1,223 @@
+"""Half-precision GEMM, C = A @ B with fp16 A, B and C and an fp32 accumulator: one Triton
+kernel with per-shape tile configs, the check that tells fp32 from fp16 accumulation, and
+the dispatcher that runs the tuned config for a known (M, N, K) and torch.matmul otherwise.
+
+On Hopper, Triton lowers ``tl.dot`` of fp16 tiles with 4+ warps and a 64-row block to wgmma
+and pipelines the loads over ``num_stages`` buffers. SPLIT_K > 1 splits the K loop over a
+second grid axis for shapes with too few output tiles to fill the SMs: each slice writes an
+fp32 partial and one reduction sums them in fp32 and rounds to fp16 once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+# ||C - C64|| / ||C64|| on random normal inputs. fp32 accumulation with an fp16 output lands
+# near 2.5e-4 at every K (the output rounding dominates); fp16 accumulation grows with K
+# and passes this line from K of about 512 on (tests/test_hgemm.py shows both).
+TOLERANCE = 5e-4
+TABLE_DIR = Path(__file__).resolve().parent / "gemm_tables"
+
+
+@dataclasses.dataclass(frozen=True)
+class HgemmConfig:
+    block_m: int
+    block_n: int
+    block_k: int
+    group_m: int = 8
+    split_k: int = 1
+    num_warps: int = 4
+    num_stages: int = 3
+    acc_fp16: bool = False  # the wrong kernel the correctness check must reject
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_name(cls, name: str) -> HgemmConfig:
+        """The config that :attr:`name` printed."""
+        tile, group, split, warps, stages, *acc = name.split("-")
+        bm, bn, bk = (int(x) for x in tile.split("x"))
+        return cls(bm, bn, bk, int(group[1:]), int(split[1:]), int(warps[1:]), int(stages[1:]), bool(acc))
+
+    @property
+    def name(self) -> str:
+        acc = "-acc16" if self.acc_fp16 else ""
+        return (
+            f"{self.block_m}x{self.block_n}x{self.block_k}-g{self.group_m}-s{self.split_k}"
+            f"-w{self.num_warps}-p{self.num_stages}{acc}"
+        )
+
+
+@triton.jit
+def _hgemm_kernel(
+    a_ptr, b_ptr, c_ptr, M, N, K,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_cs, stride_cm, stride_cn,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr, EVEN_K: tl.constexpr, ACC_FP16: tl.constexpr,
+):  # fmt: skip
+    pid = tl.program_id(axis=0)
+    slice_id = tl.program_id(axis=1)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    # Grouped order: GROUP_M row tiles share the same B column tiles while they sit in L2.
+    group_size = GROUP_M * num_pid_n
+    first_m = (pid // group_size) * GROUP_M
+    rows = min(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % group_size) % rows
+    pid_n = (pid % group_size) // rows
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = slice_id * BLOCK_K + tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + (offs_m[:, None] % M) * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + (offs_n[None, :] % N) * stride_bn
+    acc_dtype = tl.float16 if ACC_FP16 else tl.float32
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=acc_dtype)
+    for k in range(slice_id * BLOCK_K, K, BLOCK_K * SPLIT_K):
+        if EVEN_K:
+            a = tl.load(a_ptrs)
+            b = tl.load(b_ptrs)
+        else:
+            in_k = k + tl.arange(0, BLOCK_K) < K
+            a = tl.load(a_ptrs, mask=in_k[None, :], other=0.0)
+            b = tl.load(b_ptrs, mask=in_k[:, None], other=0.0)
+        acc = tl.dot(a, b, acc, out_dtype=acc_dtype)
+        a_ptrs += BLOCK_K * SPLIT_K * stride_ak
+        b_ptrs += BLOCK_K * SPLIT_K * stride_bk
+    c_ptrs = c_ptr + slice_id * stride_cs + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _sum_slices_kernel(part_ptr, c_ptr, numel, SPLIT_K: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(axis=0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < numel
+    total = tl.zeros((BLOCK,), dtype=tl.float32)
+    for s in range(SPLIT_K):
+        total += tl.load(part_ptr + s * numel + offs, mask=mask, other=0.0)
+    tl.store(c_ptr + offs, total.to(tl.float16), mask=mask)
+
+
+@dataclasses.dataclass
+class _Launch:
+    """One kernel launch, compiled: grid, the scalar arguments, and the compiled kernel."""
+
+    grid: tuple[int, int]
+    scalars: tuple[Any, ...]
+    kernel: Any = None
+
+
+_PLANS: dict[tuple[Any, ...], list[_Launch]] = {}
+
+
+def _plan(a: torch.Tensor, b: torch.Tensor, cfg: HgemmConfig) -> list[_Launch]:
+    (m, k), n, split = a.shape, b.shape[1], cfg.split_k
+    consts = (
+        cfg.block_m,
+        cfg.block_n,
+        cfg.block_k,
+        cfg.group_m,
+        split,
+        k % (cfg.block_k * split) == 0,
+        cfg.acc_fp16,
+    )
+    strides = (a.stride(0), a.stride(1), b.stride(0), b.stride(1), m * n, n, 1)
+    gemm = _Launch(
+        (triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n), split), (m, n, k, *strides, *consts)
+    )
+    reduce = _Launch((triton.cdiv(m * n, 1024), 1), (m * n, split, 1024))
+    return [gemm] if split == 1 else [gemm, reduce]
+
+
+def _run(fn: Any, launch: _Launch, tensors: tuple[torch.Tensor, ...], **opts: int) -> None:
+    """``fn[grid](*tensors, *scalars)``, through the compiled kernel's own launcher after the
+    first call: the JIT's per-call dispatch (argument specialisation, cache lookup) costs tens
+    of microseconds of host time, longer than a small GEMM runs."""
+    args = (*tensors, *launch.scalars)
+    if not tensors[0].is_cuda:  # the interpreter (TRITON_INTERPRET=1) has no compiled kernel
+        fn[launch.grid](*args, **opts)
+        return
+    if launch.kernel is None:
+        launch.kernel = fn.warmup(*args, grid=launch.grid, **opts)
+        launch.kernel._init_handles()
+    kernel, (gx, gy) = launch.kernel, launch.grid
+    stream = torch._C._cuda_getCurrentRawStream(tensors[0].device.index)
+    kernel.run(gx, gy, 1, stream, kernel.function, kernel.packed_metadata, None, None, None, *args)
+
+
+def hgemm(a: torch.Tensor, b: torch.Tensor, cfg: HgemmConfig) -> torch.Tensor:
+    """A @ B for fp16 2-D ``a`` (M, K) and ``b`` (K, N) with one config. The compiled launch
+    is cached per shape, strides, device and pointer alignment (what the JIT specialises on)."""
+    if a.dtype != torch.float16 or b.dtype != torch.float16 or a.dim() != 2 or b.dim() != 2:
+        raise ValueError("hgemm takes 2-D float16 tensors; use torch.matmul for anything else")
+    if b.shape[0] != a.shape[1]:
+        raise ValueError(f"hgemm: inner dimensions differ ({a.shape} @ {b.shape})")
+    aligned = a.data_ptr() % 16 == 0 and b.data_ptr() % 16 == 0
+    key = (cfg, a.shape, b.shape, a.stride(), b.stride(), a.device, aligned)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _PLANS[key] = _plan(a, b, cfg)
+    (m, _), n = a.shape, b.shape[1]
+    c = torch.empty((m, n), device=a.device, dtype=torch.float16)
+    opts = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
+    if cfg.split_k == 1:
+        _run(_hgemm_kernel, plan[0], (a, b, c), **opts)
+        return c
+    part = torch.empty((cfg.split_k, m, n), device=a.device, dtype=torch.float32)
+    _run(_hgemm_kernel, plan[0], (a, b, part), **opts)
+    _run(_sum_slices_kernel, plan[1], (part, c), num_warps=4)
+    return c
+
+
+def reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """A @ B in float64, on the operands' device."""
+    return a.double() @ b.double()
+
+
+def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    """||out - ref|| / ||ref||, with ``ref`` from :func:`reference`; inf for NaN or inf."""
+    diff = out.double() - ref
+    if not torch.isfinite(diff).all():
+        return float("inf")
+    return float(diff.norm() / ref.norm())
+
+
+def table_path(gpu_name: str, directory: Path = TABLE_DIR) -> Path:
+    """The dispatch table's file for one GPU model, e.g. NVIDIA_H100_80GB_HBM3.json."""
+    return directory / ("".join(c if c.isalnum() else "_" for c in gpu_name) + ".json")
+
+
+def save_table(path: Path, gpu_name: str, configs: dict[tuple[int, int, int], HgemmConfig]) -> None:
+    rows = [{"M": m, "N": n, "K": k, **cfg.to_json()} for (m, n, k), cfg in sorted(configs.items())]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"gpu": gpu_name, "shapes": rows}, indent=1) + "\n")
+
+
+def load_table(path: Path) -> dict[tuple[int, int, int], HgemmConfig]:
+    rows = json.loads(path.read_text())["shapes"]
+    return {(r.pop("M"), r.pop("N"), r.pop("K")): HgemmConfig(**r) for r in rows}
+
+
+@functools.cache
+def _table_for(device_index: int) -> dict[tuple[int, int, int], HgemmConfig]:
+    path = table_path(torch.cuda.get_device_name(device_index))
+    return load_table(path) if path.exists() else {}
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a @ b``: the tuned kernel for a 2-D fp16 CUDA shape in this GPU's table, else
+    torch.matmul."""
+    if a.is_cuda and a.dtype == torch.float16 and b.dtype == torch.float16 and a.dim() == b.dim() == 2:
+        cfg = _table_for(a.device.index or 0).get((a.shape[0], b.shape[1], a.shape[1]))
+        if cfg is not None:
+            return hgemm(a, b, cfg)
+    return torch.matmul(a, b)

@@ -5,7 +5,8 @@ the dispatcher that runs the tuned config for a known (M, N, K) and torch.matmul
 On Hopper, Triton lowers ``tl.dot`` of fp16 tiles with 4+ warps and a 64-row block to wgmma
 and pipelines the loads over ``num_stages`` buffers. SPLIT_K > 1 splits the K loop over a
 second grid axis for shapes with too few output tiles to fill the SMs: each slice writes an
-fp32 partial and one reduction sums them in fp32 and rounds to fp16 once.
+fp32 partial and the last slice to finish a tile sums them and rounds to fp16 once, in the
+same launch.
 """
 
 from __future__ import annotations
@@ -59,8 +60,7 @@ class HgemmConfig:
 
 @triton.jit
 def _hgemm_kernel(
-    a_ptr, b_ptr, c_ptr, M, N, K,
-    stride_am, stride_ak, stride_bk, stride_bn, stride_cs, stride_cm, stride_cn,
+    a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr, EVEN_K: tl.constexpr, ACC_FP16: tl.constexpr,
 ):  # fmt: skip
@@ -92,71 +92,68 @@ def _hgemm_kernel(
         acc = tl.dot(a, b, acc, out_dtype=acc_dtype)
         a_ptrs += BLOCK_K * SPLIT_K * stride_ak
         b_ptrs += BLOCK_K * SPLIT_K * stride_bk
-    c_ptrs = c_ptr + slice_id * stride_cs + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+    tile = offs_m[:, None] * N + offs_n[None, :]
     mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
-    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
-
-
-@triton.jit
-def _sum_slices_kernel(part_ptr, c_ptr, numel, SPLIT_K: tl.constexpr, BLOCK: tl.constexpr):
-    offs = tl.program_id(axis=0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < numel
-    total = tl.zeros((BLOCK,), dtype=tl.float32)
-    for s in range(SPLIT_K):
-        total += tl.load(part_ptr + s * numel + offs, mask=mask, other=0.0)
-    tl.store(c_ptr + offs, total.to(tl.float16), mask=mask)
+    if SPLIT_K == 1:
+        tl.store(c_ptr + tile, acc.to(tl.float16), mask=mask)
+    else:
+        # Split-K in one launch: each slice leaves its fp32 partial in the workspace; the
+        # slice that arrives last at this tile's counter sums them, writes C once and
+        # resets the counter for the next call.
+        tl.store(ws_ptr + slice_id * M * N + tile, acc.to(tl.float32), mask=mask)
+        tl.debug_barrier()
+        arrived = tl.atomic_add(lock_ptr + pid, 1, sem="acq_rel", scope="gpu")
+        if arrived == SPLIT_K - 1:
+            total = acc.to(tl.float32)
+            for s in range(SPLIT_K):
+                if s != slice_id:
+                    total += tl.load(ws_ptr + s * M * N + tile, mask=mask, other=0.0, cache_modifier=".cg")
+            tl.store(c_ptr + tile, total.to(tl.float16), mask=mask)
+            tl.atomic_xchg(lock_ptr + pid, 0)
 
 
 @dataclasses.dataclass
-class _Launch:
-    """One kernel launch, compiled: grid, the scalar arguments, and the compiled kernel."""
+class _Plan:
+    """One shape's launch, compiled: grid, scalar arguments, split-K counters, the kernel."""
 
     grid: tuple[int, int]
     scalars: tuple[Any, ...]
+    locks: torch.Tensor
     kernel: Any = None
 
 
-_PLANS: dict[tuple[Any, ...], list[_Launch]] = {}
+_PLANS: dict[tuple[Any, ...], _Plan] = {}
 
 
-def _plan(a: torch.Tensor, b: torch.Tensor, cfg: HgemmConfig) -> list[_Launch]:
+def _plan(a: torch.Tensor, b: torch.Tensor, cfg: HgemmConfig) -> _Plan:
     (m, k), n, split = a.shape, b.shape[1], cfg.split_k
-    consts = (
-        cfg.block_m,
-        cfg.block_n,
-        cfg.block_k,
-        cfg.group_m,
-        split,
-        k % (cfg.block_k * split) == 0,
-        cfg.acc_fp16,
-    )
-    strides = (a.stride(0), a.stride(1), b.stride(0), b.stride(1), m * n, n, 1)
-    gemm = _Launch(
-        (triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n), split), (m, n, k, *strides, *consts)
-    )
-    reduce = _Launch((triton.cdiv(m * n, 1024), 1), (m * n, split, 1024))
-    return [gemm] if split == 1 else [gemm, reduce]
+    even_k = k % (cfg.block_k * split) == 0
+    consts = (cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, split, even_k, cfg.acc_fp16)
+    scalars = (m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), *consts)
+    tiles = triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n)
+    return _Plan((tiles, split), scalars, torch.zeros(tiles, dtype=torch.int32, device=a.device))
 
 
-def _run(fn: Any, launch: _Launch, tensors: tuple[torch.Tensor, ...], **opts: int) -> None:
-    """``fn[grid](*tensors, *scalars)``, through the compiled kernel's own launcher after the
-    first call: the JIT's per-call dispatch (argument specialisation, cache lookup) costs tens
-    of microseconds of host time, longer than a small GEMM runs."""
-    args = (*tensors, *launch.scalars)
+def _run(plan: _Plan, tensors: tuple[torch.Tensor, ...], num_warps: int, num_stages: int) -> None:
+    """``_hgemm_kernel[grid](*tensors, *scalars)``, through the compiled kernel's own launcher
+    after the first call: the JIT's per-call dispatch (argument specialisation, cache lookup)
+    costs tens of microseconds of host time, longer than a small GEMM runs."""
+    args = (*tensors, *plan.scalars)
     if not tensors[0].is_cuda:  # the interpreter (TRITON_INTERPRET=1) has no compiled kernel
-        fn[launch.grid](*args, **opts)
+        _hgemm_kernel[plan.grid](*args, num_warps=num_warps, num_stages=num_stages)
         return
-    if launch.kernel is None:
-        launch.kernel = fn.warmup(*args, grid=launch.grid, **opts)
-        launch.kernel._init_handles()
-    kernel, (gx, gy) = launch.kernel, launch.grid
+    if plan.kernel is None:
+        plan.kernel = _hgemm_kernel.warmup(*args, grid=plan.grid, num_warps=num_warps, num_stages=num_stages)
+        plan.kernel._init_handles()
+    kernel, (gx, gy) = plan.kernel, plan.grid
     stream = torch._C._cuda_getCurrentRawStream(tensors[0].device.index)
     kernel.run(gx, gy, 1, stream, kernel.function, kernel.packed_metadata, None, None, None, *args)
 
 
 def hgemm(a: torch.Tensor, b: torch.Tensor, cfg: HgemmConfig) -> torch.Tensor:
     """A @ B for fp16 2-D ``a`` (M, K) and ``b`` (K, N) with one config. The compiled launch
-    is cached per shape, strides, device and pointer alignment (what the JIT specialises on)."""
+    is cached per shape, strides, device and pointer alignment (what the JIT specialises on);
+    its split-K counters make concurrent calls of one shape on two streams unsafe."""
     if a.dtype != torch.float16 or b.dtype != torch.float16 or a.dim() != 2 or b.dim() != 2:
         raise ValueError("hgemm takes 2-D float16 tensors; use torch.matmul for anything else")
     if b.shape[0] != a.shape[1]:
@@ -168,13 +165,8 @@ def hgemm(a: torch.Tensor, b: torch.Tensor, cfg: HgemmConfig) -> torch.Tensor:
         plan = _PLANS[key] = _plan(a, b, cfg)
     (m, _), n = a.shape, b.shape[1]
     c = torch.empty((m, n), device=a.device, dtype=torch.float16)
-    opts = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
-    if cfg.split_k == 1:
-        _run(_hgemm_kernel, plan[0], (a, b, c), **opts)
-        return c
-    part = torch.empty((cfg.split_k, m, n), device=a.device, dtype=torch.float32)
-    _run(_hgemm_kernel, plan[0], (a, b, part), **opts)
-    _run(_sum_slices_kernel, plan[1], (part, c), num_warps=4)
+    ws = c if cfg.split_k == 1 else torch.empty((cfg.split_k, m, n), device=a.device, dtype=torch.float32)
+    _run(plan, (a, b, c, ws, plan.locks), cfg.num_warps, cfg.num_stages)
     return c
 
 

@@ -31,6 +31,7 @@ from .timing import Timer
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages): wgmma tiles (64-row multiples).
 TILES = [
     (128, 256, 64, 8, 3),
+    (128, 256, 64, 8, 4),
     (256, 128, 64, 8, 3),
     (128, 128, 64, 8, 4),
     (128, 128, 64, 4, 4),
@@ -41,7 +42,7 @@ TILES = [
     (64, 32, 128, 4, 4),
     (128, 128, 128, 8, 3),
 ]
-SPLITS = (2, 4, 8, 16)
+SPLITS = (2, 3, 4, 6, 8, 12, 16)
 SERVER_IDLE_S = 1e-3
 GemmFn = Callable[[], torch.Tensor]
 
@@ -162,14 +163,17 @@ def measure_shape(
         "torch": functools.partial(torch.matmul, a, b),
         "cublaslt": functools.partial(torch.matmul, a, b),
     }
-    setups = {"kforge": _blas(default_blas), "torch": _blas(default_blas), "cublaslt": _blas("cublaslt")}
+    setups: dict[str, Callable[[], None]] = {
+        "kforge": _blas(default_blas),
+        "torch": _blas(default_blas),
+        "cublaslt": _blas("cublaslt"),
+    }
     order = list(fns)
     random.Random(seed).shuffle(order)
     errs = {}
     for name in order:
         setups[name]()
         errs[name] = relative_error(fns[name](), ref)
-    del ref
     timer = Timer(device, trials=trials, max_seconds=1.0)
     flush = timer._flush
     assert flush is not None
@@ -186,7 +190,8 @@ def measure_shape(
         return before
 
     server = timer.time_many({n_: fns[n_] for n_ in order}, before_each={n_: idle_then(n_) for n_ in order})
-    setups["torch"]()
+    setups["kforge"]()
+    errs["kforge"] = max(errs["kforge"], relative_error(fns["kforge"](), ref))  # after reuse of the counters
     return ShapeResult(
         m, n, k, cfg.name,
         offline["kforge"], offline["torch"], offline["cublaslt"],

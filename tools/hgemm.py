@@ -119,6 +119,7 @@ class _Plan:
     grid: tuple[int, int]
     scalars: tuple[Any, ...]
     locks: torch.Tensor
+    device_index: int
     kernel: Any = None
 
 
@@ -131,42 +132,64 @@ def _plan(a: torch.Tensor, b: torch.Tensor, cfg: HgemmConfig) -> _Plan:
     consts = (cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, split, even_k, cfg.acc_fp16)
     scalars = (m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), *consts)
     tiles = triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n)
-    return _Plan((tiles, split), scalars, torch.zeros(tiles, dtype=torch.int32, device=a.device))
+    locks = torch.zeros(tiles, dtype=torch.int32, device=a.device)
+    return _Plan((tiles, split), scalars, locks, a.device.index or 0)
 
 
-def _run(plan: _Plan, tensors: tuple[torch.Tensor, ...], num_warps: int, num_stages: int) -> None:
-    """``_hgemm_kernel[grid](*tensors, *scalars)``, through the compiled kernel's own launcher
-    after the first call: the JIT's per-call dispatch (argument specialisation, cache lookup)
-    costs tens of microseconds of host time, longer than a small GEMM runs."""
-    args = (*tensors, *plan.scalars)
+def _compile(plan: _Plan, cfg: HgemmConfig, tensors: tuple[torch.Tensor, ...]) -> None:
+    """Compile the plan's kernel without running it; under the interpreter, run it instead."""
+    opts = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
     if not tensors[0].is_cuda:  # the interpreter (TRITON_INTERPRET=1) has no compiled kernel
-        _hgemm_kernel[plan.grid](*args, num_warps=num_warps, num_stages=num_stages)
+        _hgemm_kernel[plan.grid](*tensors, *plan.scalars, **opts)
         return
-    if plan.kernel is None:
-        plan.kernel = _hgemm_kernel.warmup(*args, grid=plan.grid, num_warps=num_warps, num_stages=num_stages)
-        plan.kernel._init_handles()
-    kernel, (gx, gy) = plan.kernel, plan.grid
-    stream = torch._C._cuda_getCurrentRawStream(tensors[0].device.index)
-    kernel.run(gx, gy, 1, stream, kernel.function, kernel.packed_metadata, None, None, None, *args)
+    plan.kernel = _hgemm_kernel.warmup(*tensors, *plan.scalars, grid=plan.grid, **opts)
+    plan.kernel._init_handles()
 
 
 def hgemm(a: torch.Tensor, b: torch.Tensor, cfg: HgemmConfig) -> torch.Tensor:
-    """A @ B for fp16 2-D ``a`` (M, K) and ``b`` (K, N) with one config. The compiled launch
-    is cached per shape, strides, device and pointer alignment (what the JIT specialises on);
-    its split-K counters make concurrent calls of one shape on two streams unsafe."""
-    if a.dtype != torch.float16 or b.dtype != torch.float16 or a.dim() != 2 or b.dim() != 2:
-        raise ValueError("hgemm takes 2-D float16 tensors; use torch.matmul for anything else")
-    if b.shape[0] != a.shape[1]:
-        raise ValueError(f"hgemm: inner dimensions differ ({a.shape} @ {b.shape})")
+    """A @ B for fp16 2-D ``a`` (M, K) and ``b`` (K, N) with one config.
+
+    After the first call of a shape the kernel runs through its compiled launcher: the JIT's
+    per-call dispatch (argument specialisation, cache lookup) costs tens of microseconds of
+    host time, longer than a small GEMM runs. The plan is cached per dtype, shape, strides,
+    device and pointer alignment (what the JIT specialises on); its split-K counters make
+    concurrent calls of one shape on two streams unsafe."""
     aligned = a.data_ptr() % 16 == 0 and b.data_ptr() % 16 == 0
-    key = (cfg, a.shape, b.shape, a.stride(), b.stride(), a.device, aligned)
+    key = (cfg, a.dtype, b.dtype, a.shape, b.shape, a.stride(), b.stride(), a.device, aligned)
     plan = _PLANS.get(key)
     if plan is None:
+        if a.dtype != torch.float16 or b.dtype != torch.float16 or a.dim() != 2 or b.dim() != 2:
+            raise ValueError("hgemm takes 2-D float16 tensors; use torch.matmul for anything else")
+        if b.shape[0] != a.shape[1]:
+            raise ValueError(f"hgemm: inner dimensions differ ({a.shape} @ {b.shape})")
         plan = _PLANS[key] = _plan(a, b, cfg)
-    (m, _), n = a.shape, b.shape[1]
+    m, n, split = plan.scalars[0], plan.scalars[1], cfg.split_k
     c = torch.empty((m, n), device=a.device, dtype=torch.float16)
-    ws = c if cfg.split_k == 1 else torch.empty((cfg.split_k, m, n), device=a.device, dtype=torch.float32)
-    _run(plan, (a, b, c, ws, plan.locks), cfg.num_warps, cfg.num_stages)
+    ws = c if split == 1 else torch.empty((split, m, n), device=a.device, dtype=torch.float32)
+    if plan.kernel is None:
+        _compile(plan, cfg, (a, b, c, ws, plan.locks))
+        if plan.kernel is None:  # the interpreter ran it
+            return c
+    kernel = plan.kernel
+    stream = torch._C._cuda_getCurrentRawStream(plan.device_index)
+    gx, gy = plan.grid
+    kernel.run(
+        gx,
+        gy,
+        1,
+        stream,
+        kernel.function,
+        kernel.packed_metadata,
+        None,
+        None,
+        None,
+        a,
+        b,
+        c,
+        ws,
+        plan.locks,
+        *plan.scalars,
+    )
     return c
 
 

@@ -96,7 +96,7 @@ def random_operands(m: int, n: int, k: int, device: torch.device, seed: int) -> 
     return a, b
 
 
-def time_offline(fn: GemmFn, flush: torch.Tensor, reps: int, rounds: int = 5) -> float:
+def time_offline(fn: GemmFn, flush: torch.Tensor, reps: int, rounds: int = 7) -> float:
     """Median over rounds of the mean per-call time of ``reps`` back-to-back calls (ms)."""
     samples = []
     for _ in range(rounds):
@@ -112,8 +112,8 @@ def time_offline(fn: GemmFn, flush: torch.Tensor, reps: int, rounds: int = 5) ->
 
 
 def _reps_for(fn: GemmFn, flush: torch.Tensor) -> int:
-    """Back-to-back calls that take about 2 ms, from one timed call (5 to 200)."""
-    one = time_offline(fn, flush, reps=1, rounds=1)
+    """Back-to-back calls that take about 2 ms, from three timed calls (5 to 200)."""
+    one = time_offline(fn, flush, reps=1, rounds=3)
     return max(5, min(200, int(2.0 / max(one, 1e-3))))
 
 

@@ -117,3 +117,18 @@ def test_kernel_and_dispatch_match_torch_on_the_gpu():
         assert relative_error(hgemm(a, b, cfg), ref) <= TOLERANCE
         assert relative_error(hgemm(a, b, cfg), ref) <= TOLERANCE  # the cached launch
         assert relative_error(gemm.matmul(a, b), ref) <= TOLERANCE
+
+
+def test_a_tuned_shape_is_a_task_the_evaluator_checks_like_any_other(tmp_path: Path, make_cpu_options):
+    """The written task and candidate go through kforge's evaluator (fp16 class) on the CPU,
+    the Triton kernel under the interpreter; the candidate's error is the fp32-accumulation one."""
+    from kforge.agent.commands.gemm_tasks import write_tasks
+    from kforge.tools.evaluate import evaluate_many
+    from kforge.tools.result import Status
+    from kforge.tools.task import load_task
+
+    (task,) = write_tasks({(32, 16, 96): HgemmConfig(16, 16, 32, split_k=3)}, tmp_path)
+    candidate = (tmp_path / "gemm_32x16x96_kforge.py").read_text()
+    (result,) = evaluate_many(load_task(task), [candidate], make_cpu_options(precision="fp16", trials=2))
+    assert result.status == Status.OK and result.correct, result.log
+    assert result.fp64_rel_err is not None and result.fp64_rel_err <= TOLERANCE

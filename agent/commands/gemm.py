@@ -110,9 +110,10 @@ def spawn_workers(csv_path: Path, gpus: list[int], out: Path, every: int, offset
 
 def finish(out: Path, gpu_name: str) -> None:
     """Merged results CSV, the dispatch table (shapes where the kernel beat torch.matmul
-    offline), the plot, and a one-line summary."""
-    from ...tools.hgemm import save_table, table_path
+    offline), the plot, each shape as a task with its kernel as a candidate, and a summary."""
+    from ...tools.hgemm import HgemmConfig, save_table, table_path
     from .gemm_report import plot, summary, table_configs
+    from .gemm_tasks import write_tasks
 
     rows = read_results(out)
     with (out / "results.csv").open("w", newline="") as f:
@@ -121,6 +122,10 @@ def finish(out: Path, gpu_name: str) -> None:
         writer.writerows(sorted(rows, key=lambda r: math.prod(int(r[c]) for c in "MNK")))
     save_table(table_path(gpu_name, out), gpu_name, table_configs(rows))
     plot(rows, out / "speedup.png", gpu_name)
+    write_tasks(
+        {(int(r["M"]), int(r["N"]), int(r["K"])): HgemmConfig.from_name(r["config"]) for r in rows},
+        out / "tasks",
+    )
     typer.echo(summary(rows))
 
 

@@ -127,8 +127,8 @@ def test_a_tuned_shape_is_a_task_the_evaluator_checks_like_any_other(tmp_path: P
     from kforge.tools.result import Status
     from kforge.tools.task import load_task
 
-    (task,) = write_tasks({(32, 16, 96): HgemmConfig(16, 16, 32, split_k=3)}, tmp_path)
-    candidate = (tmp_path / "gemm_32x16x96_kforge.py").read_text()
+    (task,) = write_tasks({(32, 16, 64): HgemmConfig(16, 16, 32, split_k=2)}, tmp_path)
+    candidate = (tmp_path / "gemm_32x16x64_kforge.py").read_text()
     (result,) = evaluate_many(load_task(task), [candidate], make_cpu_options(precision="fp16", trials=2))
     assert result.status == Status.OK and result.correct, result.log
     assert result.fp64_rel_err is not None and result.fp64_rel_err <= TOLERANCE

@@ -27,6 +27,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "report": ("report",),
     "chat": ("chat",),
     "export": ("export",),
+    "gemm": ("gemm",),
 }
 
 

@@ -1,0 +1,134 @@
+"""The fp16 GEMM of ``kforge gemm``: the check tells fp32 from fp16 accumulation, the
+Triton kernel passes it (and its fp16-accumulating variant fails it) under the interpreter,
+and the shape selection, dispatch table and summary do what the command says."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import typer
+from kforge.agent.commands.gemm import read_shapes
+from kforge.agent.commands.gemm_report import summary, table_configs
+from kforge.tools.hgemm import TOLERANCE, HgemmConfig, load_table, reference, relative_error, save_table
+
+
+def _fp16_accumulated(a: torch.Tensor, b: torch.Tensor, block_k: int = 64) -> torch.Tensor:
+    """A @ B with an fp16 running sum over K blocks, as a kernel with an fp16 accumulator."""
+    acc = torch.zeros(a.shape[0], b.shape[1], dtype=torch.float16)
+    for k in range(0, a.shape[1], block_k):
+        acc = (acc.float() + a[:, k : k + block_k].float() @ b[k : k + block_k].float()).half()
+    return acc
+
+
+@pytest.mark.parametrize("k", [64, 1024, 4096, 16384])
+def test_tolerance_passes_fp32_accumulation_at_every_k_and_fails_fp16_accumulation_at_long_k(k):
+    gen = torch.Generator().manual_seed(k)
+    a = torch.randn(32, k, generator=gen).half()
+    b = torch.randn(k, 32, generator=gen).half()
+    ref = reference(a, b)
+    assert relative_error((a.float() @ b.float()).half(), ref) <= TOLERANCE
+    fp16_err = relative_error(_fp16_accumulated(a, b, block_k=max(64, k // 64)), ref)
+    assert fp16_err > TOLERANCE if k >= 1024 else fp16_err <= TOLERANCE  # one K block: no accumulation yet
+    nan = (a.float() @ b.float()).half()
+    nan[0, 0] = float("nan")
+    assert relative_error(nan, ref) == float("inf")
+
+
+def test_triton_kernel_passes_and_its_fp16_accumulating_variant_is_caught_under_the_interpreter():
+    """Odd M, N and K (masked tiles), split-K with the fp32 reduction, and the same tiles with
+    an fp16 accumulator, run by Triton's interpreter (it reads TRITON_INTERPRET at import)."""
+    code = """
+import json, torch
+from kforge.tools.hgemm import HgemmConfig, hgemm, reference, relative_error
+torch.manual_seed(0)
+errs = {}
+for m, n, k, split in [(40, 24, 1000, 1), (40, 24, 1000, 2), (16, 48, 32, 1), (32, 16, 768, 3)]:
+    a, b = torch.randn(m, k).half(), torch.randn(k, n).half()
+    ref = reference(a, b)
+    for acc16 in (False, True):
+        out = hgemm(a, b, HgemmConfig(16, 16, 32, split_k=split, acc_fp16=acc16))
+        assert out.shape == (m, n) and out.dtype == torch.float16
+        errs[f"{m}x{n}x{k}-s{split}-{acc16}"] = relative_error(out, ref)
+print(json.dumps(errs))
+"""
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    errs = json.loads(done.stdout.strip().splitlines()[-1])
+    for name, err in errs.items():
+        if name.endswith("False"):
+            assert err <= TOLERANCE, (name, err)
+        elif not name.startswith("16x48x32"):  # one K block: too short for the accumulator to show
+            assert err > TOLERANCE, (name, err)
+
+
+def test_config_names_and_the_dispatch_table_round_trip(tmp_path: Path):
+    cfg = HgemmConfig(128, 64, 64, 8, 4, 4, 3)
+    assert HgemmConfig.from_name(cfg.name) == cfg
+    assert HgemmConfig.from_name(HgemmConfig(64, 64, 16, acc_fp16=True).name).acc_fp16
+    table = {(512, 64, 16384): cfg, (64, 64, 64): HgemmConfig(64, 64, 64)}
+    save_table(tmp_path / "t.json", "NVIDIA H100", table)
+    assert load_table(tmp_path / "t.json") == table
+
+
+def test_shape_selection_is_every_nth_by_problem_size(tmp_path: Path):
+    path = tmp_path / "shapes.csv"
+    path.write_text("M,N,K\n" + "".join(f"{m},{m},64\n" for m in (512, 64, 256, 128, 1024, 2048)))
+    assert read_shapes(path, every=2, offset=1) == [(128, 128, 64), (512, 512, 64), (2048, 2048, 64)]
+    (tmp_path / "bad.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(typer.Exit):
+        read_shapes(tmp_path / "bad.csv", 1, 0)
+    with pytest.raises(typer.Exit):
+        read_shapes(tmp_path / "missing.csv", 1, 0)
+
+
+def test_table_keeps_only_shapes_where_the_kernel_won_and_summary_gives_geomeans():
+    def row(m: int, kforge: float, torch_ms: float) -> dict[str, str]:
+        times = {"kforge_ms": kforge, "torch_ms": torch_ms, "cublaslt_ms": torch_ms}
+        server = {"kforge_server_ms": kforge, "torch_server_ms": torch_ms, "cublaslt_server_ms": torch_ms}
+        return {"M": str(m), "N": "64", "K": "64", "config": HgemmConfig(64, 64, 64).name, **{
+            k: str(v) for k, v in {**times, **server}.items()}}  # fmt: skip
+
+    rows = [row(64, 1.0, 2.0), row(128, 2.0, 1.0)]
+    assert list(table_configs(rows)) == [(64, 64, 64)]
+    line = summary(rows)
+    assert "2 shapes" in line and "1.000x offline" in line and "faster on 1" in line
+    assert "dispatched (torch.matmul where the kernel lost) 1.414x" in line
+
+
+@pytest.mark.gpu
+def test_kernel_and_dispatch_match_torch_on_the_gpu():
+    from kforge import gemm
+
+    for m, n, k, cfg in [
+        (512, 64, 16384, HgemmConfig(64, 64, 128, split_k=8)),
+        (256, 384, 1000, HgemmConfig(128, 128, 64)),
+    ]:
+        a, b = torch.randn(m, k, device="cuda").half(), torch.randn(k, n, device="cuda").half()
+        from kforge.tools.hgemm import hgemm
+
+        ref = reference(a, b)
+        assert relative_error(hgemm(a, b, cfg), ref) <= TOLERANCE
+        assert relative_error(hgemm(a, b, cfg), ref) <= TOLERANCE  # the cached launch
+        assert relative_error(gemm.matmul(a, b), ref) <= TOLERANCE
+
+
+def test_a_tuned_shape_is_a_task_the_evaluator_checks_like_any_other(tmp_path: Path, make_cpu_options):
+    """The written task and candidate go through kforge's evaluator (fp16 class) on the CPU,
+    the Triton kernel under the interpreter; the candidate's error is the fp32-accumulation one."""
+    from kforge.agent.commands.gemm_tasks import write_tasks
+    from kforge.tools.evaluate import evaluate_many
+    from kforge.tools.result import Status
+    from kforge.tools.task import load_task
+
+    (task,) = write_tasks({(32, 16, 64): HgemmConfig(16, 16, 32, split_k=2)}, tmp_path)
+    candidate = (tmp_path / "gemm_32x16x64_kforge.py").read_text()
+    (result,) = evaluate_many(load_task(task), [candidate], make_cpu_options(precision="fp16", trials=2))
+    assert result.status == Status.OK and result.correct, result.log
+    assert result.fp64_rel_err is not None and result.fp64_rel_err <= TOLERANCE

@@ -1,0 +1,238 @@
+"""Half-precision GEMM, C = A @ B with fp16 A, B and C and an fp32 accumulator: one Triton
+kernel with per-shape tile configs, the check that tells fp32 from fp16 accumulation, and
+the dispatcher that runs the tuned config for a known (M, N, K) and torch.matmul otherwise.
+
+On Hopper, Triton lowers ``tl.dot`` of fp16 tiles with 4+ warps and a 64-row block to wgmma
+and pipelines the loads over ``num_stages`` buffers. SPLIT_K > 1 splits the K loop over a
+second grid axis for shapes with too few output tiles to fill the SMs: each slice writes an
+fp32 partial and the last slice to finish a tile sums them and rounds to fp16 once, in the
+same launch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+# ||C - C64|| / ||C64|| on random normal inputs. fp32 accumulation with an fp16 output lands
+# near 2.1e-4 at every K (the output rounding dominates); an fp16 accumulator grows with the
+# number of K blocks and is over this line from K of about 768 on (tests/test_hgemm.py).
+TOLERANCE = 5e-4
+TABLE_DIR = Path(__file__).resolve().parent / "gemm_tables"
+
+
+@dataclasses.dataclass(frozen=True)
+class HgemmConfig:
+    block_m: int
+    block_n: int
+    block_k: int
+    group_m: int = 8
+    split_k: int = 1
+    num_warps: int = 4
+    num_stages: int = 3
+    acc_fp16: bool = False  # the wrong kernel the correctness check must reject
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_name(cls, name: str) -> HgemmConfig:
+        """The config that :attr:`name` printed."""
+        tile, group, split, warps, stages, *acc = name.split("-")
+        bm, bn, bk = (int(x) for x in tile.split("x"))
+        return cls(bm, bn, bk, int(group[1:]), int(split[1:]), int(warps[1:]), int(stages[1:]), bool(acc))
+
+    @property
+    def name(self) -> str:
+        acc = "-acc16" if self.acc_fp16 else ""
+        return (
+            f"{self.block_m}x{self.block_n}x{self.block_k}-g{self.group_m}-s{self.split_k}"
+            f"-w{self.num_warps}-p{self.num_stages}{acc}"
+        )
+
+
+@triton.jit
+def _hgemm_kernel(
+    a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr, EVEN_K: tl.constexpr, ACC_FP16: tl.constexpr,
+):  # fmt: skip
+    pid = tl.program_id(axis=0)
+    slice_id = tl.program_id(axis=1)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    # Grouped order: GROUP_M row tiles share the same B column tiles while they sit in L2.
+    group_size = GROUP_M * num_pid_n
+    first_m = (pid // group_size) * GROUP_M
+    rows = min(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % group_size) % rows
+    pid_n = (pid % group_size) // rows
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = slice_id * BLOCK_K + tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + (offs_m[:, None] % M) * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + (offs_n[None, :] % N) * stride_bn
+    acc_dtype = tl.float16 if ACC_FP16 else tl.float32
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=acc_dtype)
+    for k in range(slice_id * BLOCK_K, K, BLOCK_K * SPLIT_K):
+        if EVEN_K:
+            a = tl.load(a_ptrs)
+            b = tl.load(b_ptrs)
+        else:
+            in_k = k + tl.arange(0, BLOCK_K) < K
+            a = tl.load(a_ptrs, mask=in_k[None, :], other=0.0)
+            b = tl.load(b_ptrs, mask=in_k[:, None], other=0.0)
+        acc = tl.dot(a, b, acc, out_dtype=acc_dtype)
+        a_ptrs += BLOCK_K * SPLIT_K * stride_ak
+        b_ptrs += BLOCK_K * SPLIT_K * stride_bk
+    tile = offs_m[:, None] * N + offs_n[None, :]
+    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    if SPLIT_K == 1:
+        tl.store(c_ptr + tile, acc.to(tl.float16), mask=mask)
+    else:
+        # Split-K in one launch: each slice leaves its fp32 partial in the workspace; the
+        # slice that arrives last at this tile's counter sums them, writes C once and
+        # resets the counter for the next call.
+        tl.store(ws_ptr + slice_id * M * N + tile, acc.to(tl.float32), mask=mask)
+        tl.debug_barrier()
+        arrived = tl.atomic_add(lock_ptr + pid, 1, sem="acq_rel", scope="gpu")
+        if arrived == SPLIT_K - 1:
+            total = acc.to(tl.float32)
+            for s in range(SPLIT_K):
+                if s != slice_id:
+                    total += tl.load(ws_ptr + s * M * N + tile, mask=mask, other=0.0, cache_modifier=".cg")
+            tl.store(c_ptr + tile, total.to(tl.float16), mask=mask)
+            tl.atomic_xchg(lock_ptr + pid, 0)
+
+
+@dataclasses.dataclass
+class _Plan:
+    """One shape's launch, compiled: grid, scalar arguments, split-K counters, the kernel."""
+
+    grid: tuple[int, int]
+    scalars: tuple[Any, ...]
+    locks: torch.Tensor
+    device_index: int
+    kernel: Any = None
+
+
+_PLANS: dict[tuple[Any, ...], _Plan] = {}
+
+
+def _plan(a: torch.Tensor, b: torch.Tensor, cfg: HgemmConfig) -> _Plan:
+    (m, k), n, split = a.shape, b.shape[1], cfg.split_k
+    even_k = k % (cfg.block_k * split) == 0
+    consts = (cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, split, even_k, cfg.acc_fp16)
+    scalars = (m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), *consts)
+    tiles = triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n)
+    locks = torch.zeros(tiles, dtype=torch.int32, device=a.device)
+    return _Plan((tiles, split), scalars, locks, a.device.index or 0)
+
+
+def _compile(plan: _Plan, cfg: HgemmConfig, tensors: tuple[torch.Tensor, ...]) -> None:
+    """Compile the plan's kernel without running it; under the interpreter, run it instead."""
+    opts = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
+    if not tensors[0].is_cuda:  # the interpreter (TRITON_INTERPRET=1) has no compiled kernel
+        _hgemm_kernel[plan.grid](*tensors, *plan.scalars, **opts)
+        return
+    plan.kernel = _hgemm_kernel.warmup(*tensors, *plan.scalars, grid=plan.grid, **opts)
+    plan.kernel._init_handles()
+
+
+def hgemm(a: torch.Tensor, b: torch.Tensor, cfg: HgemmConfig) -> torch.Tensor:
+    """A @ B for fp16 2-D ``a`` (M, K) and ``b`` (K, N) with one config.
+
+    After the first call of a shape the kernel runs through its compiled launcher: the JIT's
+    per-call dispatch (argument specialisation, cache lookup) costs tens of microseconds of
+    host time, longer than a small GEMM runs. The plan is cached per dtype, shape, strides,
+    device and pointer alignment (what the JIT specialises on); its split-K counters make
+    concurrent calls of one shape on two streams unsafe."""
+    aligned = a.data_ptr() % 16 == 0 and b.data_ptr() % 16 == 0
+    key = (cfg, a.dtype, b.dtype, a.shape, b.shape, a.stride(), b.stride(), a.device, aligned)
+    plan = _PLANS.get(key)
+    if plan is None:
+        if a.dtype != torch.float16 or b.dtype != torch.float16 or a.dim() != 2 or b.dim() != 2:
+            raise ValueError("hgemm takes 2-D float16 tensors; use torch.matmul for anything else")
+        if b.shape[0] != a.shape[1]:
+            raise ValueError(f"hgemm: inner dimensions differ ({a.shape} @ {b.shape})")
+        plan = _PLANS[key] = _plan(a, b, cfg)
+    m, n, split = plan.scalars[0], plan.scalars[1], cfg.split_k
+    c = torch.empty((m, n), device=a.device, dtype=torch.float16)
+    ws = c if split == 1 else torch.empty((split, m, n), device=a.device, dtype=torch.float32)
+    if plan.kernel is None:
+        _compile(plan, cfg, (a, b, c, ws, plan.locks))
+        if plan.kernel is None:  # the interpreter ran it
+            return c
+    kernel = plan.kernel
+    stream = torch._C._cuda_getCurrentRawStream(plan.device_index)
+    gx, gy = plan.grid
+    kernel.run(
+        gx,
+        gy,
+        1,
+        stream,
+        kernel.function,
+        kernel.packed_metadata,
+        None,
+        None,
+        None,
+        a,
+        b,
+        c,
+        ws,
+        plan.locks,
+        *plan.scalars,
+    )
+    return c
+
+
+def reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """A @ B in float64, on the operands' device."""
+    return a.double() @ b.double()
+
+
+def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    """||out - ref|| / ||ref||, with ``ref`` from :func:`reference`; inf for NaN or inf."""
+    diff = out.double() - ref
+    if not torch.isfinite(diff).all():
+        return float("inf")
+    return float(diff.norm() / ref.norm())
+
+
+def table_path(gpu_name: str, directory: Path = TABLE_DIR) -> Path:
+    """The dispatch table's file for one GPU model, e.g. NVIDIA_H100_80GB_HBM3.json."""
+    return directory / ("".join(c if c.isalnum() else "_" for c in gpu_name) + ".json")
+
+
+def save_table(path: Path, gpu_name: str, configs: dict[tuple[int, int, int], HgemmConfig]) -> None:
+    rows = [{"M": m, "N": n, "K": k, **cfg.to_json()} for (m, n, k), cfg in sorted(configs.items())]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"gpu": gpu_name, "shapes": rows}, indent=1) + "\n")
+
+
+def load_table(path: Path) -> dict[tuple[int, int, int], HgemmConfig]:
+    rows = json.loads(path.read_text())["shapes"]
+    return {(r.pop("M"), r.pop("N"), r.pop("K")): HgemmConfig(**r) for r in rows}
+
+
+@functools.cache
+def _table_for(device_index: int) -> dict[tuple[int, int, int], HgemmConfig]:
+    path = table_path(torch.cuda.get_device_name(device_index))
+    return load_table(path) if path.exists() else {}
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a @ b``: the tuned kernel for a 2-D fp16 CUDA shape in this GPU's table, else
+    torch.matmul."""
+    if a.is_cuda and a.dtype == torch.float16 and b.dtype == torch.float16 and a.dim() == b.dim() == 2:
+        cfg = _table_for(a.device.index or 0).get((a.shape[0], b.shape[1], a.shape[1]))
+        if cfg is not None:
+            return hgemm(a, b, cfg)
+    return torch.matmul(a, b)

@@ -24,6 +24,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "optimize": ("optimize",),
     "batch": ("batch",),
     "train": ("train",),
+    "mcp": ("mcp",),
 }
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -18,7 +20,26 @@ from mcp import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures"
-SERVER = [sys.executable, "-c", "from kforge.agent.cli import main; main()", "mcp", "--device", "cpu"]
+IDE_DOC = Path(__file__).parents[1] / "docs" / "ide.md"
+INSTALLED = Path(sys.executable).parent / "kforge"  # the script pip installed beside this python
+KFORGE = (
+    [str(INSTALLED)]
+    if INSTALLED.is_file()
+    else [sys.executable, "-c", "from kforge.agent.cli import main; main()"]
+)
+
+
+def documented_configs() -> list[dict[str, Any]]:
+    """The JSON snippets of docs/ide.md, parsed."""
+    return [json.loads(block) for block in re.findall(r"```json\n(.*?)```", IDE_DOC.read_text(), re.S)]
+
+
+def test_the_documented_configs_parse_and_run_kforge_mcp() -> None:
+    configs = documented_configs()
+    servers = [c.get("mcpServers", c.get("servers", c.get("context_servers")))["kforge"] for c in configs]
+    assert len(servers) == 3
+    assert all(s["command"] == "kforge" and s["args"][:2] == ["mcp", "--root"] for s in servers)
+    assert 'claude mcp add kforge -- kforge mcp --root "$PWD"' in IDE_DOC.read_text()
 
 
 @pytest.fixture
@@ -34,7 +55,10 @@ def workspace(tmp_path: Path) -> Path:
 
 @asynccontextmanager
 async def connect(root: Path) -> AsyncIterator[ClientSession]:
-    params = StdioServerParameters(command=SERVER[0], args=[*SERVER[1:], "--root", str(root)], cwd=root)
+    """The VS Code registration from docs/ide.md, on the CPU, started by the SDK's stdio client."""
+    vscode = next(c["servers"]["kforge"] for c in documented_configs() if "servers" in c)
+    args = [a.replace("${workspaceFolder}", str(root)) for a in vscode["args"]] + ["--device", "cpu"]
+    params = StdioServerParameters(command=KFORGE[0], args=[*KFORGE[1:], *args], cwd=root)
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         yield session

@@ -159,7 +159,7 @@ class Runs:
             state = "running"
         else:
             state = {"run_finished": "finished", "run_failed": "failed"}.get(last or "", "interrupted")
-        best = next((e for e in reversed(events) if "best_speedup" in e), {})
+        best: dict[str, Any] = next((e for e in reversed(events) if "best_speedup" in e), {})
         status: dict[str, Any] = {
             "run_id": run_id,
             "state": state,

@@ -183,8 +183,13 @@ def test_optimize_reports_progress_is_cancelled_and_resumes(workspace: Path) -> 
             ] == "running":
                 await anyio.sleep(0.2)
         assert status["state"] == "interrupted" and status["resumable"], status
+        assert f"# kforge run {run_id}" in text(await session.call_tool("get_report", {"run_id": run_id}))
+        listed = json.loads((await session.read_resource("kforge://runs")).contents[0].text)
+        assert [(r["run_id"], r["state"]) for r in listed] == [(run_id, "interrupted")]
 
+        before = len(messages)
         await optimize_until(session, {"resume": run_id}, 1)
-        assert messages[-1].startswith(f"{run_id}: resuming scale_relu"), messages
+        resumed = [m.split(" -> ")[0] for m in messages[before:]]
+        assert resumed[0] == f"{run_id}: resuming scale_relu with embedded", resumed
 
     drive(workspace, body)

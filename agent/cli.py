@@ -28,6 +28,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "chat": ("chat",),
     "export": ("export",),
     "gemm": ("gemm",),
+    "mcp": ("mcp",),
 }
 
 

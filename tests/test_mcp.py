@@ -1,0 +1,195 @@
+"""``kforge mcp`` driven by the SDK's own stdio client, as an IDE agent drives it."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+pytest.importorskip("mcp")
+
+from mcp import ClientSession  # noqa: E402
+from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+
+FIXTURES = Path(__file__).parent / "fixtures"
+IDE_DOC = Path(__file__).parents[1] / "docs" / "ide.md"
+INSTALLED = Path(sys.executable).parent / "kforge"  # the script pip installed beside this python
+KFORGE = (
+    [str(INSTALLED)]
+    if INSTALLED.is_file()
+    else [sys.executable, "-c", "from kforge.agent.cli import main; main()"]
+)
+
+
+def documented_configs() -> list[dict[str, Any]]:
+    """The JSON snippets of docs/ide.md, parsed."""
+    return [json.loads(block) for block in re.findall(r"```json\n(.*?)```", IDE_DOC.read_text(), re.S)]
+
+
+def test_the_documented_configs_parse_and_run_kforge_mcp() -> None:
+    configs = documented_configs()
+    servers = [c.get("mcpServers", c.get("servers", c.get("context_servers")))["kforge"] for c in configs]
+    assert len(servers) == 3
+    assert all(s["command"] == "kforge" and s["args"][:2] == ["mcp", "--root"] for s in servers)
+    assert 'claude mcp add kforge -- kforge mcp --root "$PWD"' in IDE_DOC.read_text()
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """A workspace with a tiny task and a candidate for it that crashes its worker."""
+    root = tmp_path / "ws"
+    (root / "candidates").mkdir(parents=True)
+    shutil.copy(FIXTURES / "tasks" / "scale_relu.py", root / "scale_relu.py")
+    shutil.copy(FIXTURES / "candidates" / "segfault.py", root / "candidates" / "segfault.py")
+    (tmp_path / "secret.py").write_text("token = 1\n")
+    return root
+
+
+@asynccontextmanager
+async def connect(root: Path) -> AsyncIterator[ClientSession]:
+    """The VS Code registration from docs/ide.md, on the CPU, started by the SDK's stdio client."""
+    vscode = next(c["servers"]["kforge"] for c in documented_configs() if "servers" in c)
+    args = [a.replace("${workspaceFolder}", str(root)) for a in vscode["args"]] + ["--device", "cpu"]
+    params = StdioServerParameters(command=KFORGE[0], args=[*KFORGE[1:], *args], cwd=root)
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+def drive(root: Path, body: Callable[[ClientSession], Awaitable[None]]) -> None:
+    async def main() -> None:
+        async with connect(root) as session:
+            with anyio.fail_after(240):
+                await body(session)
+
+    anyio.run(main)
+
+
+def text(result: Any) -> str:
+    return "\n".join(block.text for block in result.content if hasattr(block, "text"))
+
+
+def test_lists_tools_resources_and_the_prompt(workspace: Path) -> None:
+    async def body(session: ClientSession) -> None:
+        tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+        expected = {"hardware", "evaluate", "optimize", "run_status", "get_report", "get_best"}
+        assert expected | {"search_docs", "batch_start", "batch_status"} <= set(tools)
+        assert tools["evaluate"].description and "ModelNew" in tools["evaluate"].description
+        assert {"task", "candidate"} <= set(tools["evaluate"].input_schema["properties"])
+        uris = {str(r.uri) for r in (await session.list_resources()).resources}
+        assert {"kforge://runs", "kforge://hardware", "kforge://corpus/guides/coalescing.md"} <= uris
+        templates = {t.uri_template for t in (await session.list_resource_templates()).resource_templates}
+        assert "kforge://runs/{run_id}/report" in templates
+        guide = await session.read_resource("kforge://corpus/guides/coalescing.md")
+        assert "coalesc" in guide.contents[0].text.lower()
+        sheet = await session.read_resource("kforge://hardware")
+        assert "No CUDA GPU detected" in sheet.contents[0].text
+        prompt = await session.get_prompt("make_faster", {"path": "model.py"})
+        assert "model.py" in prompt.messages[0].content.text
+        assert (await session.call_tool("hardware", {})).structured_content == {"gpu": None}
+        await bad_arguments_are_tool_errors(session, workspace)
+
+    drive(workspace, body)
+
+
+async def bad_arguments_are_tool_errors(session: ClientSession, workspace: Path) -> None:
+    """Bad values and paths outside the workspace give one-line tool errors; the server lives on."""
+    calls: list[tuple[str, dict[str, Any], str]] = [
+        (
+            "evaluate",
+            {"task": "../secret.py", "candidate": "candidates/segfault.py"},
+            "outside the workspace",
+        ),
+        ("evaluate", {"task": str(workspace.parent / "secret.py"), "candidate": "x.py"}, "outside"),
+        ("evaluate", {"task": "nope.py", "candidate": "candidates/segfault.py"}, "no such task"),
+        (
+            "evaluate",
+            {"task": "scale_relu.py", "candidate": "candidates/segfault.py", "precision": "fp8"},
+            "unknown precision",
+        ),
+        ("optimize", {"task": "scale_relu.py", "rounds": 0}, "rounds must be at least 1"),
+        ("optimize", {"task": "/etc/passwd.py"}, "outside the workspace"),
+        ("run_status", {"run_id": "../../etc"}, "is not a run id"),
+        ("get_best", {"run_id": "no-such-run"}, "no run no-such-run"),
+        ("batch_start", {"paths": ["../"]}, "outside the workspace"),
+        ("evaluate", {"task": 3}, "validation error"),
+    ]
+    for name, arguments, message in calls:
+        result = await session.call_tool(name, arguments)
+        assert result.is_error, (name, arguments)
+        assert message in text(result), (name, text(result))
+        if arguments.get("task") != 3:  # the SDK's own schema check says more
+            assert "\n" not in text(result).strip(), text(result)
+    assert (await session.call_tool("hardware", {})).is_error is False
+
+
+def test_evaluates_on_the_cpu_and_survives_a_crashing_worker(workspace: Path) -> None:
+    async def body(session: ClientSession) -> None:
+        fast = {"trials": 2, "timing_trials": 3}
+        source = (FIXTURES / "candidates" / "scale_relu_torch.py").read_text()  # given as text
+        ok = await session.call_tool("evaluate", {"task": "scale_relu.py", "candidate": source, **fast})
+        assert not ok.is_error, text(ok)
+        assert ok.structured_content["status"] == "ok" and ok.structured_content["speedup_vs_eager"] > 0
+        crash = await session.call_tool(
+            "evaluate", {"task": "scale_relu.py", "candidate": "candidates/segfault.py", **fast}
+        )
+        assert crash.structured_content["status"] == "runtime_error"
+        assert "SIGSEGV" in crash.structured_content["log"]
+        assert (await session.call_tool("hardware", {})).is_error is False  # the server lives on
+
+    drive(workspace, body)
+
+
+def test_optimize_reports_progress_is_cancelled_and_resumes(workspace: Path) -> None:
+    messages: list[str] = []
+
+    async def optimize_until(session: ClientSession, arguments: dict[str, Any], count: int) -> None:
+        """Call optimize, and cancel the call (MCP cancellation) after ``count`` more notifications."""
+        enough = anyio.Event()
+        start = len(messages)
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            messages.append(message or "")
+            if len(messages) - start >= count:
+                enough.set()
+
+        async with anyio.create_task_group() as group:
+
+            async def call() -> None:
+                result = await session.call_tool("optimize", arguments, progress_callback=on_progress)
+                pytest.fail(f"optimize ended before it was cancelled: {text(result)} {messages}")
+
+            group.start_soon(call)
+            await enough.wait()
+            group.cancel_scope.cancel()
+
+    async def body(session: ClientSession) -> None:
+        await optimize_until(
+            session, {"task": "scale_relu.py", "rounds": 3, "candidates": 2, "timing_trials": 3}, 2
+        )
+        run_id = messages[0].split(":")[0]
+        assert "optimizing scale_relu" in messages[0], messages
+        with anyio.fail_after(30):
+            while (status := (await session.call_tool("run_status", {"run_id": run_id})).structured_content)[
+                "state"
+            ] == "running":
+                await anyio.sleep(0.2)
+        assert status["state"] == "interrupted" and status["resumable"], status
+        assert f"# kforge run {run_id}" in text(await session.call_tool("get_report", {"run_id": run_id}))
+        listed = json.loads((await session.read_resource("kforge://runs")).contents[0].text)
+        assert [(r["run_id"], r["state"]) for r in listed] == [(run_id, "interrupted")]
+
+        before = len(messages)
+        await optimize_until(session, {"resume": run_id}, 1)
+        resumed = [m.split(" -> ")[0] for m in messages[before:]]
+        assert resumed[0] == f"{run_id}: resuming scale_relu with embedded", resumed
+
+    drive(workspace, body)

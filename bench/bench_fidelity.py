@@ -6,12 +6,21 @@ results), the eager reference is timed twice in the same run: by kforge (its own
 median, TF32 off as under kforge's strict fp32). The median of the ratios should be
 within 5% of 1.
 
+With ``--launch-bound``, eager and torch.compile are timed beside a candidate instead: the
+reference itself, renamed ModelNew, evaluated by kforge (its worker verifies it and times
+it interleaved with eager and torch.compile), against a plain loop of each in this process.
+Tasks: a 20-op elementwise chain and a naive causal attention (bench/tasks), and the
+KernelBench L3 networks of many small layers given by ``--tasks`` (level/problem). The
+median ratio should be within 3% of 1, every task within 5%.
+
     python bench/bench_fidelity.py KERNELBENCH_DIR [--per-level 7]
+    python bench/bench_fidelity.py KERNELBENCH_DIR --launch-bound [--tasks 3/20,3/21]
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import sys
 import tempfile
@@ -20,17 +29,19 @@ from pathlib import Path
 
 import torch
 from common import header, kernelbench_tasks, print_table
-from kforge.tools.evaluate import EvalOptions, measure_baseline
+from kforge.tools.evaluate import EvalOptions, evaluate, measure_baseline
 from kforge.tools.guards import set_precision_flags
 from kforge.tools.task import import_file, load_task
 
 
-def plain_eager_ms(task_file: Path, trials: int = 100) -> float:
-    """The simplest honest measurement: flush L2, event, call, event, synchronize."""
+def plain_eager_ms(task_file: Path, trials: int = 100, compiled: bool = False) -> float:
+    """The simplest honest measurement: flush L2, event, call, event, synchronize (of
+    torch.compile(Model) with ``compiled``)."""
     set_precision_flags("fp32")
     module = import_file(task_file, f"plain_{task_file.stem}")
     torch.manual_seed(0)
     model = module.Model(*module.get_init_inputs()).cuda()
+    fn = torch.compile(model) if compiled else model
     inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
     flush = torch.empty(
         2 * torch.cuda.get_device_properties(0).L2_cache_size, dtype=torch.int8, device="cuda"
@@ -38,19 +49,52 @@ def plain_eager_ms(task_file: Path, trials: int = 100) -> float:
     samples = []
     with torch.no_grad():
         for _ in range(3):
-            model(*inputs)
+            fn(*inputs)
         torch.cuda.synchronize()
         for _ in range(trials):
             flush.zero_()
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
-            model(*inputs)
+            fn(*inputs)
             end.record()
             torch.cuda.synchronize()
             samples.append(start.elapsed_time(end))
-    del model, inputs, flush
+    del model, fn, inputs, flush
     torch.cuda.empty_cache()
     return statistics.median(samples)
+
+
+def reference_as_candidate(task_file: Path) -> str:
+    """The task's own source with Model renamed ModelNew: an honest torch-only candidate."""
+    return re.sub(r"\bModel\b", "ModelNew", task_file.read_text())
+
+
+def launch_bound(kernelbench: Path, tasks: str, options: EvalOptions) -> None:
+    """Eager and torch.compile timed beside a candidate in kforge's worker vs plain loops."""
+    files = sorted((Path(__file__).parent / "tasks").glob("*.py"))
+    for item in filter(None, tasks.split(",")):
+        level, number = item.split("/")
+        files += [f for f in kernelbench_tasks(kernelbench, int(level)) if f.name.split("_")[0] == number]
+    rows, ratios = [], []
+    for task_file in files:
+        result = evaluate(load_task(task_file), reference_as_candidate(task_file), options)
+        plain = {"eager": plain_eager_ms(task_file), "compile": plain_eager_ms(task_file, compiled=True)}
+        worker = {"eager": result.eager_ms, "compile": result.compile_ms}
+        for name in ("eager", "compile"):
+            ms = worker[name]
+            ratio = ms / plain[name] if ms else None
+            ratios += [ratio] if ratio else []
+            rows.append((task_file.stem, name, ms if ms else result.status.value, plain[name], ratio or "-"))
+            print(rows[-1], flush=True)
+    print_table(
+        "eager and torch.compile beside a candidate (kforge worker) vs a plain cold-L2 event loop",
+        ["task", "callable", "in-worker ms", "plain ms", "ratio"],
+        rows,
+    )
+    print(
+        f"ratios {len(ratios)}  median {statistics.median(ratios):.4f}  min {min(ratios):.3f}  "
+        f"max {max(ratios):.3f}  within 5%: {sum(abs(r - 1) <= 0.05 for r in ratios)}"
+    )
 
 
 def main() -> None:
@@ -58,7 +102,15 @@ def main() -> None:
     parser.add_argument("kernelbench", type=Path)
     parser.add_argument("--per-level", type=int, default=7)
     parser.add_argument("--skip", type=int, default=0, help="skip the first N tasks of the selection")
+    parser.add_argument("--launch-bound", action="store_true", help="time beside a candidate (see above)")
+    parser.add_argument("--tasks", default="3/20,3/21", help="with --launch-bound: KernelBench level/problem")
     args = parser.parse_args()
+    if args.launch_bound:
+        print(header(" ".join(sys.argv)))
+        launch_bound(
+            args.kernelbench, args.tasks, EvalOptions(device="cuda", cache_dir=Path(tempfile.mkdtemp()))
+        )
+        return
     options = EvalOptions(device="cuda", compile_baseline=False, cache_dir=Path(tempfile.mkdtemp()))
     rows, ratios = [], []
     selection = [

@@ -3,7 +3,7 @@
 # 10-minute call on an H100). Results go to $OUT; record them in docs/benchmarks.md.
 #
 #   carry: [".kb"] (a KernelBench checkout, for fidelity), [".whl/agent"] (wheels, for tests)
-#   command: bash bench/gpu_checks.sh fidelity|throughput|tests|profile|kbprofile|convlayout|convs|autotune
+#   command: bash bench/gpu_checks.sh fidelity|launchbound|throughput|tests|profile|kbprofile|convlayout|convs|autotune
 set -u
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
@@ -13,6 +13,9 @@ python3 -m pip install -q --no-deps --no-build-isolation . 2>&1 | grep -v WARNIN
 case ${1:-tests} in
   fidelity)    # eager times of problems 1-7 of each level: kforge vs a plain cold-L2 event loop
     (cd bench && python3 bench_fidelity.py ../.kb/KernelBench --per-level 7 ${FIDELITY_ARGS:-}) 2>&1 | tee "$OUT/fidelity.log" ;;
+  launchbound) # eager and torch.compile beside a candidate vs plain loops; large inputs (carry .kb)
+    (cd bench && python3 bench_memory.py ../.kb/KernelBench --tasks 1/4,1/35,1/45 \
+      && python3 bench_fidelity.py ../.kb/KernelBench --launch-bound --tasks 3/3,3/18,3/44) 2>&1 | tee "$OUT/launchbound.log" ;;
   throughput)  # the 20 example kernels, compile cache cold then warm; their measured results
     (cd bench && python3 bench_throughput.py --limit 20 --passes cold,warm --compile-workers 16 \
       --write-measured "$OUT/measured.json") 2>&1 | tee "$OUT/throughput.log" ;;
@@ -61,5 +64,5 @@ for strategy, status, result in rows:
           f'autotune lines in the log tail: {len(tuned)}, benchmarking {sum(b for b, _ in tuned):.1f} s, precompiling {sum(p for _, p in tuned):.1f} s')" "$db" "spare=$spare"
       done
     done 2>&1 | tee "$OUT/autotune.log" ;;
-  *) echo "usage: bash bench/gpu_checks.sh fidelity|throughput|tests|profile|kbprofile|convlayout|convs|autotune" >&2; exit 2 ;;
+  *) echo "usage: bash bench/gpu_checks.sh fidelity|launchbound|throughput|tests|profile|kbprofile|convlayout|convs|autotune" >&2; exit 2 ;;
 esac

@@ -13,7 +13,7 @@ import torch
 from .precision import PrecisionClass
 from .trees import flatten
 
-CHUNK = 1 << 24  # elements per slice when comparing outputs (float64 temporaries of 128 MB)
+CHUNK = 1 << 20  # elements per slice when comparing outputs (float64 temporaries of 8 MB)
 
 
 def compare(cand: Any, ref: Any, precision: PrecisionClass) -> tuple[bool, str, float, float]:

@@ -81,6 +81,13 @@ class Result:
     ncu: dict[str, Any] | None = None
     sanitizer: dict[str, Any] | None = None
     timing_label: str = ""  # "cuda events" or "cpu wall clock (not GPU time)"
+    # Memory (tools/memory.py): one set of inputs, the reference's outputs, the most one
+    # candidate call allocated (its output included), and the evaluation's peak: device
+    # memory on the GPU, the worker's resident memory above its start on the CPU.
+    inputs_mb: float | None = None
+    outputs_mb: float | None = None
+    candidate_memory_mb: float | None = None
+    peak_memory_mb: float | None = None
     log: str = ""
     source_hash: str = ""
 

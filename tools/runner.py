@@ -27,13 +27,13 @@ from .guards import (
     set_precision_flags,
 )
 from .hardware import detect_gpu
+from .memory import MB, MemoryMeter
 from .precision import get_precision
 from .result import Result, Status, Timing
-from .roofline import roofline
+from .roofline import roofline, tensor_bytes
 from .task import import_file
 from .timing import Timer
-from .trees import clone
-from .verify import Verifier
+from .verify import Trial, Verifier, own_storage
 
 SUSPICIOUS_SPEEDUP = 10.0
 
@@ -80,6 +80,7 @@ class Job:
         self.phases: dict[str, float] = {}
         self.timed_output: Any = None
         self.timed_inputs: Any = None
+        self.meter: MemoryMeter | None = None  # started where the evaluation's tensors begin
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -97,6 +98,8 @@ class Job:
     def result(self, status: Status, **fields: Any) -> Result:
         if self.phases:
             self.note("phases: " + ", ".join(f"{k} {v:.1f} s" for k, v in self.phases.items()))
+        if self.meter is not None:
+            fields.setdefault("peak_memory_mb", self.meter.peak_mb())
         return Result(
             status=status,
             precision=self.precision.name,
@@ -151,12 +154,13 @@ def run_eval(spec: dict[str, Any]) -> Result:
         return found + reference_guard.violations() + threads.violations()
 
     verifier = Verifier(task, model_new, job.device, job.precision, threads, reference_guard)
+    job.meter = verifier.meter = MemoryMeter(job.device)
     try:
         with job.phase("verify"):
             verdict = verifier.run(spec["trials"], spec["seed"])
     except Exception as err:
-        return job.result(Status.RUNTIME_ERROR, log=_short_trace(err))
-    errors = dict(
+        return job.result(Status.RUNTIME_ERROR, log=_short_trace(err), **verifier.memory_figures())
+    errors = verifier.memory_figures() | dict(
         trials=verdict.trials,
         max_abs_err=verdict.max_abs_err,
         max_rel_err=verdict.max_rel_err,
@@ -171,19 +175,9 @@ def run_eval(spec: dict[str, Any]) -> Result:
 
     trial = verifier.last
     timer = Timer(job.device, spec["timing_trials"])
-    # Inside the timed region the candidate gets only what eager gets (no_grad) plus the
-    # reference guard's flag; the thread guard walks every thread's frames, which costs host
-    # time that would be charged to the candidate, so it watches the side-stream probe after.
-    timed_fn = _no_grad(lambda: _armed_call(reference_guard, lambda: trial.candidate(*trial.inputs)))
-    cand_fn = _no_grad(lambda: run_guarded(lambda: trial.candidate(*trial.inputs), threads, reference_guard))
-    switcher = InputSwitcher(trial.inputs, verifier.fresh_inputs(), verifier.fresh_inputs())
     try:
         with job.phase("timing"):
-            timings = time_all(
-                job, timer, trial.reference, trial.inputs, timed_fn, spec["compile_baseline"], switcher
-            )
-            escaped_ms = timer.escaped_ms(cand_fn)
-            stale = verifier.recheck(job.timed_output, trial.reference, job.timed_inputs)
+            timings, stale, escaped_ms = time_candidate(job, timer, verifier, trial, threads, reference_guard)
     except Exception as err:
         return job.result(Status.RUNTIME_ERROR, log="while timing:\n" + _short_trace(err), **errors)
     cand_timing = timings["candidate"]
@@ -230,6 +224,32 @@ def strict_recheck(job: Job, verifier: Verifier, result: Result, spec: dict[str,
         result.flags.append(f"speedup over {SUSPICIOUS_SPEEDUP:.0f}x: passed the strict recheck")
 
 
+def time_candidate(
+    job: Job,
+    timer: Timer,
+    verifier: Verifier,
+    trial: Trial,
+    threads: ThreadGuard,
+    reference_guard: ReferenceGuard,
+) -> tuple[dict[str, Timing], str, float]:
+    """The candidate timed against eager and torch.compile on the last verified trial:
+    (timings, what differs when the last timed output is rechecked, the device time the
+    timer misses). The two extra input sets and the kept output are gone on return."""
+    # Inside the timed region the candidate gets only what eager gets (no_grad) plus the
+    # reference guard's flag; the thread guard walks every thread's frames, which costs host
+    # time that would be charged to the candidate, so it watches the side-stream probe after.
+    timed_fn = _no_grad(lambda: _armed_call(reference_guard, lambda: trial.candidate(*trial.inputs)))
+    cand_fn = _no_grad(lambda: run_guarded(lambda: trial.candidate(*trial.inputs), threads, reference_guard))
+    switcher = InputSwitcher(trial.inputs, verifier.fresh_inputs(), verifier.fresh_inputs())
+    timings = time_all(
+        job, timer, trial.reference, trial.inputs, timed_fn, job.spec["compile_baseline"], switcher
+    )
+    # Rechecked before the candidate runs again: its later calls cannot touch what it returned.
+    stale = verifier.recheck(job.timed_output, trial.reference, job.timed_inputs)
+    job.timed_output = job.timed_inputs = None
+    return timings, stale, timer.escaped_ms(cand_fn)
+
+
 class InputSwitcher:
     """Alternates the values held by the input tensors between two sets that verification
     never used, outside the timed region, from the first timed call on; the warm-up runs on
@@ -246,6 +266,10 @@ class InputSwitcher:
     def __call__(self) -> None:
         self.turn ^= 1
         self._load()
+
+    def current(self) -> list[Any]:
+        """The set the inputs were last loaded from (never changed: only copied from)."""
+        return self.sets[self.turn]
 
     def _load(self) -> None:
         for target, source in zip(self.inputs, self.sets[self.turn], strict=True):
@@ -264,7 +288,9 @@ def time_all(
 ) -> dict[str, Timing]:
     """Candidate, eager and torch.compile timed in this worker, interleaved (each round runs
     each once, from a random first order). The candidate's last timed output and the inputs
-    it got are kept in ``job.timed_output`` and ``job.timed_inputs``."""
+    it got are kept in ``job.timed_output`` and ``job.timed_inputs``, without copies: the
+    output is the candidate's own (no candidate call follows the last round), and the inputs'
+    values are the switcher's current set, which nothing writes."""
     entries: dict[str, Callable[[], Any]] = {
         "candidate": cand_fn,
         "eager": _no_grad(lambda: reference(*inputs)),
@@ -283,8 +309,8 @@ def time_all(
 
     def keep(name: str, output: Any) -> None:  # the candidate's last timed output and its inputs
         if name == "candidate":
-            job.timed_output = clone(output)
-            job.timed_inputs = clone(inputs)
+            job.timed_output = own_storage(output, inputs)  # the reference may write to the inputs
+            job.timed_inputs = switcher.current() if switcher is not None else inputs
 
     # Only the candidate's runs switch the input values: its consecutive calls always see
     # different values, whatever ran in between.
@@ -301,6 +327,7 @@ def run_baseline(spec: dict[str, Any]) -> Result:
         torch.manual_seed(spec["seed"])
         reference = task.Model(*task.get_init_inputs()).to(job.device)
         inputs = [x.to(job.device) if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+    job.meter = MemoryMeter(job.device)
     timer = Timer(job.device, spec["timing_trials"])
     eager_fn = _no_grad(lambda: reference(*inputs))
     timings = time_all(job, timer, reference, inputs, eager_fn, spec["compile_baseline"])
@@ -310,6 +337,7 @@ def run_baseline(spec: dict[str, Any]) -> Result:
     return job.result(
         Status.OK,
         correct=True,
+        inputs_mb=tensor_bytes(inputs) / MB,
         candidate=timings["candidate"],
         eager=timings["eager"],
         compiled=timings.get("compile"),

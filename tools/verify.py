@@ -3,9 +3,13 @@
 Each trial builds the reference and the candidate from the same seed with fresh weights,
 draws fresh random inputs (odd trials write the new values into the previous trial's
 buffers, so a cache keyed on data pointers returns stale results), runs the two in a
-random order on separate copies of the inputs, poisons the memory the candidate's
-outputs will come from, and compares. It also measures both against a float64
-reference, which is how quietly lowered precision is caught.
+random order on the same inputs (restored from a pristine copy when the first one changed
+them), poisons the memory the candidate's outputs will come from, and compares. It also
+measures both against a float64 reference, which is how quietly lowered precision is caught.
+
+Memory: besides the models and what they allocate, a call holds the inputs, one pristine
+copy of them and the two outputs; what the checks compare across calls (the previous call's
+outputs, an output read early) are keyed fingerprints, not copies (:mod:`.fingerprint`).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import gc
+import math
 import random
 import types
 from typing import Any
@@ -20,8 +25,11 @@ from typing import Any
 import torch
 
 from .compare import compare, rel_err, same
+from .fingerprint import Fingerprinter
 from .guards import ReferenceGuard, ThreadGuard, check_output_types, run_guarded
+from .memory import MB, MemoryMeter
 from .precision import PrecisionClass
+from .roofline import tensor_bytes
 from .trees import clone, flatten
 
 FP64_TRIALS = 2  # trials that are also compared with a float64 reference (it is slow)
@@ -67,6 +75,11 @@ class Verifier:
         self.threads = threads
         self.reference_guard = reference_guard
         self.last: Trial | None = None
+        self.fingerprints = Fingerprinter(device)
+        self.output_spec: list[Any] | None = None  # (shape, dtype) of the reference's outputs
+        self.candidate_memory = 0  # the most one candidate call allocated above what it found (bytes)
+        self.meter: MemoryMeter | None = None
+        self.inputs_bytes = 0
 
     def run(self, trials: int, seed: int) -> Verdict:
         """``trials`` fresh model pairs from seeds derived from ``seed``; each pair is called
@@ -95,7 +108,9 @@ class Verifier:
         self, t: int, trial_seed: int, verdict: Verdict, previous: tuple[Any, Any, bool] | None
     ) -> tuple[Any, Any, bool] | None:
         """One fresh model pair called CALLS_PER_TRIAL times; failures and cheats go to
-        ``verdict``. Returns the last call's (candidate out, reference out, was correct)."""
+        ``verdict``. Returns the last call's (candidate out, reference out, was correct) as
+        fingerprints (a CUDA graph's outputs get overwritten; a copy of a multi-GB output
+        would hold its memory)."""
         reference, candidate = self._build(trial_seed)
         inputs: list[Any] | None = None
         for call in range(CALLS_PER_TRIAL):
@@ -106,18 +121,29 @@ class Verifier:
                 verdict.correct = False
                 verdict.message = f"trial {t + 1}, call {call + 1}: {verdict.message}"
                 if previous is None:  # call once more, to tell a constant output from a wrong one
-                    previous = (clone(cand_out), clone(ref_out), False)
+                    previous = (self.fingerprints.of(cand_out), self.fingerprints.of(ref_out), False)
+                    del cand_out, ref_out
                     inputs = self._inputs(_unpredictable_seed(), reuse=inputs)
                     _, cand_out, ref_out = self._check_call(
                         reference, candidate, inputs, trial_seed, Verdict(True)
                     )
-                verdict.cheats += _classify_repeat(cand_out, ref_out, previous)
+                verdict.cheats += _classify_repeat(self.fingerprints, cand_out, ref_out, previous)
                 return previous
             if t < FP64_TRIALS and call == 0:
                 self._fp64_errors(reference, inputs, cand_out, ref_out, verdict)
-            previous = (clone(cand_out), clone(ref_out), ok)  # CUDA-graph outputs get overwritten
+            previous = (self.fingerprints.of(cand_out), self.fingerprints.of(ref_out), ok)
+            del cand_out, ref_out
             self.last = Trial(reference, candidate, inputs)
         return previous
+
+    def memory_figures(self) -> dict[str, float]:
+        """The Result's memory figures known after verification (MB)."""
+        outputs = sum(math.prod(s[0]) * s[1].itemsize for s in self.output_spec or [] if s is not None)
+        return dict(
+            inputs_mb=self.inputs_bytes / MB,
+            outputs_mb=outputs / MB,
+            candidate_memory_mb=self.candidate_memory / MB,
+        )
 
     def fresh_inputs(self) -> list[Any]:
         """A new set of input values, drawn like the trials' (for timing)."""
@@ -125,9 +151,10 @@ class Verifier:
 
     def recheck(self, candidate_output: Any, reference: torch.nn.Module, inputs: list[Any]) -> str:
         """Compare an output the candidate gave on ``inputs`` with the reference's: the empty
-        string when it matches, else what differs."""
+        string when it matches, else what differs. The reference runs on ``inputs`` itself
+        (no copy): pass values nothing needs afterwards."""
         with torch.no_grad():
-            expected = reference(*clone(inputs))
+            expected = reference(*inputs)
         ok, message, _, _ = compare(candidate_output, expected, self.precision)
         if ok or _agrees_with_fp64(candidate_output, expected, reference, inputs, self.precision):
             return ""
@@ -143,7 +170,7 @@ class Verifier:
     ) -> tuple[bool, Any, Any]:
         """One call of both models on ``inputs``: (output correct, candidate out, reference out).
         Cheats seen on the way go to ``verdict.cheats``; the failure message to ``verdict.message``."""
-        ref_out, cand_out, early_out, problems = self._run_pair(reference, candidate, inputs, seed)
+        ref_out, cand_out, early, problems = self._run_pair(reference, candidate, inputs, seed)
         verdict.cheats += problems
         ok, message, abs_err, rel_err = compare(cand_out, ref_out, self.precision)
         if not ok and _agrees_with_fp64(cand_out, ref_out, reference, inputs, self.precision):
@@ -152,7 +179,7 @@ class Verifier:
         verdict.max_abs_err = max(verdict.max_abs_err, abs_err)
         verdict.max_rel_err = max(verdict.max_rel_err, rel_err)
         verdict.message = message
-        if ok and not same(early_out, cand_out):
+        if ok and early != self.fingerprints.of(cand_out):
             verdict.cheats.append(
                 "work on a side stream: the output was unfinished when the caller's stream finished"
             )
@@ -180,6 +207,7 @@ class Verifier:
         torch.manual_seed(seed)
         with torch.device(self.device):
             fresh = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in self.task.get_inputs()]
+        self.inputs_bytes = tensor_bytes(fresh)
         if reuse is None:
             return fresh
         for old, new in zip(reuse, fresh, strict=True):
@@ -189,31 +217,51 @@ class Verifier:
 
     def _run_pair(
         self, reference: torch.nn.Module, candidate: torch.nn.Module, inputs: list[Any], seed: int
-    ) -> tuple[Any, Any, Any, list[str]]:
+    ) -> tuple[Any, Any, list[Any], list[str]]:
+        """Both models on ``inputs`` in a random order: (reference out, candidate out, the
+        fingerprint of the candidate's output when the caller's stream alone had finished,
+        cheats). Inputs one of them changed in place are restored before the other runs."""
         pristine = clone(inputs)
-        ref_inputs = clone(inputs)
-        problems: list[str] = []
+        changed: set[int] = set()
         order = [0, 1]
         random.Random(seed).shuffle(order)
-        ref_out = cand_out = early_out = None
+        outs: list[Any] = [None, None]
+        early: list[Any] = []
         for who in order:
             with torch.no_grad():
                 if who == 0:
-                    ref_out = reference(*ref_inputs)
+                    outs[0] = reference(*inputs)
                     _sync(self.device)
+                    self.output_spec = [_spec(t) for t in flatten(outs[0])]
                 else:
-                    _poison_allocator(
-                        ref_out if ref_out is not None else reference(*clone(pristine)), self.device
-                    )
-                    cand_out = run_guarded(lambda: candidate(*inputs), self.threads, self.reference_guard)
-                    if self.device.type == "cuda":
-                        torch.cuda.current_stream().synchronize()  # the caller's stream only
-                    early_out = clone(cand_out)
-                    _sync(self.device)
-        problems += check_output_types(cand_out, self.device)
-        if not same(inputs, pristine) and same(ref_inputs, pristine):
+                    if self.output_spec is None:  # the candidate goes first in the first call
+                        self.output_spec = [_spec(t) for t in flatten(reference(*clone(pristine)))]
+                    _poison_allocator(self.output_spec, self.device)
+                    outs[1], early = self._candidate_call(candidate, inputs)
+            if not same(inputs, pristine):
+                changed.add(who)
+                outs[who] = own_storage(outs[who], inputs)  # an output that is a view of the inputs
+                for target, source in zip(inputs, pristine, strict=True):
+                    if isinstance(target, torch.Tensor):
+                        target.copy_(source)
+        del pristine
+        problems = check_output_types(outs[1], self.device)
+        if 1 in changed and 0 not in changed:
             problems.append("inputs modified in place (the reference leaves them unchanged)")
-        return ref_out, cand_out, early_out, problems
+        return outs[0], outs[1], early, problems
+
+    def _candidate_call(self, candidate: torch.nn.Module, inputs: list[Any]) -> tuple[Any, list[Any]]:
+        """The candidate's output and its fingerprint taken when the caller's stream alone had
+        finished; the most memory a call allocated goes to ``candidate_memory``."""
+        held = self.meter.start_region() if self.meter is not None else 0
+        out = run_guarded(lambda: candidate(*inputs), self.threads, self.reference_guard)
+        if self.device.type == "cuda":
+            torch.cuda.current_stream().synchronize()  # the caller's stream only
+        early = self.fingerprints.of(out)
+        _sync(self.device)
+        if self.meter is not None:
+            self.candidate_memory = max(self.candidate_memory, self.meter.region_peak() - held)
+        return out, early
 
     def _fp64_errors(
         self, reference: torch.nn.Module, inputs: list[Any], cand_out: Any, ref_out: Any, verdict: Verdict
@@ -268,12 +316,15 @@ def _reference64(reference: torch.nn.Module, inputs: list[Any]) -> Any:
         return None
 
 
-def _classify_repeat(cand_out: Any, ref_out: Any, previous: tuple[Any, Any, bool] | None) -> list[str]:
-    """A wrong output equal to the previous call's while the reference changed."""
+def _classify_repeat(
+    fingerprints: Fingerprinter, cand_out: Any, ref_out: Any, previous: tuple[Any, Any, bool] | None
+) -> list[str]:
+    """A wrong output equal to the previous call's while the reference changed (``previous``
+    holds that call's fingerprints)."""
     if previous is None:
         return []
     prev_cand, prev_ref, prev_ok = previous
-    if same(cand_out, prev_cand) and not same(ref_out, prev_ref):
+    if fingerprints.of(cand_out) == prev_cand and fingerprints.of(ref_out) != prev_ref:
         if prev_ok:
             return ["results cached across calls: the output repeats the previous call's for new inputs"]
         return ["outputs ignore their inputs"]
@@ -298,13 +349,33 @@ def _fresh_weights(model: torch.nn.Module, seed: int) -> None:
                 p.add_(noise * (0.5 * scale))
 
 
-def _poison_allocator(like: Any, device: torch.device) -> None:
-    """Fill blocks the size of each expected output with NaN and free them: the caching
-    allocator hands them to the candidate, so elements it never writes read as NaN."""
-    for t in flatten(like):
-        if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel():
-            block = torch.full_like(t, float("nan"), device=device)
+def _poison_allocator(spec: list[Any], device: torch.device) -> None:
+    """Fill blocks the size of each expected output (``spec``: shape and dtype) with NaN and
+    free them: the caching allocator hands them to the candidate, so elements it never writes
+    read as NaN."""
+    for item in spec:
+        if item is not None and item[1].is_floating_point:
+            block = torch.full(item[0], float("nan"), dtype=item[1], device=device)
             del block
+
+
+def _spec(out: Any) -> tuple[tuple[int, ...], torch.dtype] | None:
+    return (tuple(out.shape), out.dtype) if isinstance(out, torch.Tensor) else None
+
+
+def own_storage(out: Any, inputs: list[Any]) -> Any:
+    """``out`` with every tensor that shares memory with an input copied, so that restoring
+    the inputs does not change it."""
+    pointers = {x.untyped_storage().data_ptr() for x in flatten(inputs) if isinstance(x, torch.Tensor)}
+
+    def own(t: Any) -> Any:
+        if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() in pointers:
+            return t.detach().clone()
+        if isinstance(t, list | tuple):
+            return type(t)(own(x) for x in t)
+        return t
+
+    return own(out)
 
 
 def _is_float(x: Any) -> bool:

@@ -149,16 +149,15 @@ def test_evaluates_on_the_cpu_and_survives_a_crashing_worker(workspace: Path) ->
 
 
 def test_optimize_reports_progress_is_cancelled_and_resumes(workspace: Path) -> None:
-    messages: list[str] = []
-
-    async def optimize_until(session: ClientSession, arguments: dict[str, Any], count: int) -> None:
-        """Call optimize, and cancel the call (MCP cancellation) after ``count`` more notifications."""
+    async def optimize_until(session: ClientSession, arguments: dict[str, Any], count: int) -> list[str]:
+        """Call optimize, and cancel the call (MCP cancellation) after ``count`` notifications.
+        Each call keeps its own messages: a cancelled call's late notifications stay its own."""
         enough = anyio.Event()
-        start = len(messages)
+        messages: list[str] = []
 
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:
             messages.append(message or "")
-            if len(messages) - start >= count:
+            if len(messages) >= count:
                 enough.set()
 
         async with anyio.create_task_group() as group:
@@ -170,13 +169,14 @@ def test_optimize_reports_progress_is_cancelled_and_resumes(workspace: Path) -> 
             group.start_soon(call)
             await enough.wait()
             group.cancel_scope.cancel()
+        return messages
 
     async def body(session: ClientSession) -> None:
-        await optimize_until(
+        first = await optimize_until(
             session, {"task": "scale_relu.py", "rounds": 3, "candidates": 2, "timing_trials": 3}, 2
         )
-        run_id = messages[0].split(":")[0]
-        assert "optimizing scale_relu" in messages[0], messages
+        run_id = first[0].split(":")[0]
+        assert "optimizing scale_relu" in first[0], first
         with anyio.fail_after(30):
             while (status := (await session.call_tool("run_status", {"run_id": run_id})).structured_content)[
                 "state"
@@ -187,9 +187,7 @@ def test_optimize_reports_progress_is_cancelled_and_resumes(workspace: Path) -> 
         listed = json.loads((await session.read_resource("kforge://runs")).contents[0].text)
         assert [(r["run_id"], r["state"]) for r in listed] == [(run_id, "interrupted")]
 
-        before = len(messages)
-        await optimize_until(session, {"resume": run_id}, 1)
-        resumed = [m.split(" -> ")[0] for m in messages[before:]]
+        resumed = [m.split(" -> ")[0] for m in await optimize_until(session, {"resume": run_id}, 1)]
         assert resumed[0] == f"{run_id}: resuming scale_relu with embedded", resumed
 
     drive(workspace, body)

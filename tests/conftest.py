@@ -3,6 +3,7 @@ skip for tests marked ``gpu`` on machines without CUDA."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,6 +23,15 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
     return FIXTURES
+
+
+@pytest.fixture(scope="session")
+def train_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the recorded training runs (tests/fixtures/train/runs): opening a store
+    writes to it, and the committed fixtures stay as they are."""
+    runs = tmp_path_factory.mktemp("train") / "runs"
+    shutil.copytree(FIXTURES / "train" / "runs", runs)
+    return runs
 
 
 @pytest.fixture(scope="session")

@@ -17,12 +17,10 @@ from kforge.agent.train.reward import REJECTED, reward_of
 from kforge.agent.train.samples import load_samples
 from typer.testing import CliRunner
 
-RUNS = Path(__file__).parent / "fixtures" / "train" / "runs"
-
 
 @pytest.fixture(scope="module")
-def samples():
-    return load_samples([RUNS])
+def samples(train_runs):
+    return load_samples([train_runs])
 
 
 def rows(folder: Path, split: str) -> list[dict]:
@@ -85,9 +83,9 @@ def test_groups_carry_measured_variants_and_rewarded_candidates(samples, tmp_pat
             assert candidate["status"] != "rejected"
 
 
-def test_an_embedded_run_gets_the_prompt_kforge_would_send(tmp_path):
+def test_an_embedded_run_gets_the_prompt_kforge_would_send(tmp_path, train_runs):
     run = tmp_path / "run"
-    shutil.copytree(RUNS / "add_relu", run)
+    shutil.copytree(train_runs / "add_relu", run)
     with sqlite3.connect(run / "trajectories.db") as conn:
         conn.execute("DELETE FROM llm_calls")
     (sample,) = [s for s in load_samples([run]) if s.attempt_id == "r2-c0"]
@@ -103,10 +101,10 @@ def test_split_keeps_a_task_on_one_side():
     assert split_tasks(["only"], 0.5) == set()
 
 
-def test_export_command_writes_the_dataset_and_fails_clearly(tmp_path):
+def test_export_command_writes_the_dataset_and_fails_clearly(tmp_path, train_runs):
     runner = CliRunner()
-    result = runner.invoke(app, ["export", "groups", str(RUNS), "--out", str(tmp_path / "g")])
+    result = runner.invoke(app, ["export", "groups", str(train_runs), "--out", str(tmp_path / "g")])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "g" / "card.json").is_file()
-    bad = runner.invoke(app, ["export", "nonsense", str(RUNS), "--out", str(tmp_path / "x")])
+    bad = runner.invoke(app, ["export", "nonsense", str(train_runs), "--out", str(tmp_path / "x")])
     assert bad.exit_code == 2 and "one of sft, pairs, groups" in bad.output

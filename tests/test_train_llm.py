@@ -23,21 +23,20 @@ from kforge.agent.train.samples import load_samples  # noqa: E402
 from kforge.agent.train.tiny import build_random_model  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures"
-RUNS = FIXTURES / "train" / "runs"
 
 
 @pytest.fixture(scope="module")
-def datasets_dir(tmp_path_factory):
+def datasets_dir(tmp_path_factory, train_runs):
     root = tmp_path_factory.mktemp("data")
-    samples = load_samples([RUNS])
+    samples = load_samples([train_runs])
     for kind, options in (("sft", {"min_speedup": 0.0}), ("pairs", {}), ("groups", {})):
         export(kind, samples, root / kind, test_fraction=0.0, **options)
     return root
 
 
 @pytest.fixture(scope="module")
-def tiny_model(datasets_dir, tmp_path_factory):
-    samples = load_samples([RUNS])
+def tiny_model(datasets_dir, tmp_path_factory, train_runs):
+    samples = load_samples([train_runs])
     texts = [m["content"] for s in samples for m in s.prompt] + [s.answer for s in samples]
     return build_random_model(texts, tmp_path_factory.mktemp("tiny"))
 
@@ -60,16 +59,16 @@ def settings(method, base, data, out, **changes) -> TrainSettings:
     return TrainSettings(**{**base_settings, **changes})
 
 
-def test_reward_measures_correct_incorrect_and_cheating_candidates(eval_options):
+def test_reward_measures_correct_incorrect_and_cheating_candidates(eval_options, train_runs):
     task = (FIXTURES / "tasks" / "scale_relu.py").read_text()
     good = (FIXTURES / "train" / "runs" / "scale_relu" / "task" / "scale_relu.py").read_text()
     assert good == task
     correct = [
-        s for s in load_samples([RUNS]) if s.task_name == "scale_relu" and s.result.status.value == "ok"
+        s for s in load_samples([train_runs]) if s.task_name == "scale_relu" and s.result.status.value == "ok"
     ][0]
     wrong = [
         s
-        for s in load_samples([RUNS])
+        for s in load_samples([train_runs])
         if s.task_name == "scale_relu" and s.result.status.value == "incorrect"
     ]
     cheat = "## Performance analysis\n-\n## Plan\n-\n## Code\n```python\n"

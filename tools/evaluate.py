@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from . import profile
+from .quiet import timing_env
 from .result import Result, Status
 from .sandbox import Limits, WorkerOutcome, clean_env, run_worker
 from .static_checks import static_cheats
@@ -248,6 +249,7 @@ def _env(options: EvalOptions, candidate: Candidate | None) -> dict[str, str]:
         arch = _cuda_arch()
         if arch:
             extra["TORCH_CUDA_ARCH_LIST"] = arch
+    extra.update(timing_env(options.device, extra["CUDA_VISIBLE_DEVICES"]))
     return clean_env(extra)
 
 

@@ -29,6 +29,7 @@ from .guards import (
 from .hardware import detect_gpu
 from .memory import MB, MemoryMeter
 from .precision import get_precision
+from .quiet import HostLoad, quiet_timing
 from .result import Result, Status, Timing
 from .roofline import roofline, tensor_bytes
 from .task import import_file
@@ -36,6 +37,10 @@ from .timing import Timer
 from .verify import Trial, Verifier, own_storage
 
 SUSPICIOUS_SPEEDUP = 10.0
+BUSY_HOST_FLAG = (
+    "the host was busy while timing (the timing thread was preempted): launch-bound times are "
+    "inflated, and so are speedups over a launch-bound eager"
+)
 
 
 class BuildError(RuntimeError):
@@ -81,6 +86,7 @@ class Job:
         self.timed_output: Any = None
         self.timed_inputs: Any = None
         self.meter: MemoryMeter | None = None  # started where the evaluation's tensors begin
+        self.host_load: HostLoad | None = None  # how busy the host was while timing
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -100,6 +106,8 @@ class Job:
             self.note("phases: " + ", ".join(f"{k} {v:.1f} s" for k, v in self.phases.items()))
         if self.meter is not None:
             fields.setdefault("peak_memory_mb", self.meter.peak_mb())
+        if self.host_load is not None and self.host_load.busy:
+            fields["flags"] = [*fields.get("flags", []), BUSY_HOST_FLAG]
         return Result(
             status=status,
             precision=self.precision.name,
@@ -315,7 +323,10 @@ def time_all(
     # Only the candidate's runs switch the input values: its consecutive calls always see
     # different values, whatever ran in between.
     entries = {name: entries[name] for name in order}
-    return timer.time_many(entries, before_each={"candidate": switcher}, on_last=keep)
+    with quiet_timing() as job.host_load:
+        timings = timer.time_many(entries, before_each={"candidate": switcher}, on_last=keep)
+    job.note(job.host_load.line())
+    return timings
 
 
 def run_baseline(spec: dict[str, Any]) -> Result:

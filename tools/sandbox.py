@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .quiet import background_cpus
+
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|COOKIE|AUTH|SESSION", re.IGNORECASE)
 SECRET_PREFIXES = ("AWS_", "OPENAI_", "ANTHROPIC_", "HF_", "HUGGING", "GH_", "GITHUB_", "AZURE_", "GOOGLE_")
 CLONE_NEWUSER = 0x10000000
@@ -78,8 +80,10 @@ def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def _preexec(limits: Limits, nice: bool = False) -> None:  # pragma: no cover - runs in the child
+def _preexec(limits: Limits, cpus: set[int] | None, nice: bool = False) -> None:  # pragma: no cover - child
     os.setsid()  # own process group: a hang is killed with everything it started
+    if cpus:  # off the cores reserved for timing (tools/quiet.py), with all it starts
+        os.sched_setaffinity(0, cpus)
     if nice:  # a spare imports at the lowest priority beside the job that is running
         os.nice(19)
     cpu = int(limits.cpu_time_s or 2 * limits.timeout_s + 30)
@@ -135,6 +139,7 @@ def _start_spare(key: tuple[Any, ...], limits: Limits, env: dict[str, str], wher
         if _spare is not None:
             return
         log_path = where / f"spare-{os.getpid()}-{time.monotonic_ns()}.log"
+        cpus = background_cpus(env)
         with open(log_path, "wb") as log_file:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "kforge.tools.worker", "--wait"],
@@ -144,7 +149,7 @@ def _start_spare(key: tuple[Any, ...], limits: Limits, env: dict[str, str], wher
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
                 # Lowered only where the job can get its priority back (root).
-                preexec_fn=lambda: _preexec(limits, nice=os.geteuid() == 0),
+                preexec_fn=lambda: _preexec(limits, cpus, nice=os.geteuid() == 0),
             )
         _spare = _Spare(proc, key, log_path)
 
@@ -217,6 +222,7 @@ def run_worker(
         spare = None
     start = time.monotonic()
     timed_out = out_of_memory = False
+    cpus = background_cpus(env)
     with open(log_path, "wb") as log_file:
         if spare is not None:
             proc = spare.proc
@@ -228,7 +234,7 @@ def run_worker(
                 stdin=subprocess.DEVNULL,
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
-                preexec_fn=lambda: _preexec(limits),
+                preexec_fn=lambda: _preexec(limits, cpus),
             )
         if spares:  # the next job's worker imports while this one runs
             _start_spare(key, limits, env, scratch.parent)

@@ -80,8 +80,9 @@ class Timer:
             for i in range(len(names)):
                 name = names[(rounds + i) % len(names)]
                 before = befores.get(name)
-                if before is not None:
-                    before()
+                if before is not None:  # its GPU work done before the flush: every callable's
+                    before()  # timed call starts behind the flush alone, as in a plain loop
+                    self.sync()
                 samples[name].append(self._one(entries[name]))
                 if last and on_last is not None:
                     on_last(name, self.last_output)

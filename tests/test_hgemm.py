@@ -43,12 +43,14 @@ def test_tolerance_passes_fp32_accumulation_at_every_k_and_fails_fp16_accumulati
 
 def test_triton_kernel_passes_and_its_fp16_accumulating_variant_is_caught_under_the_interpreter():
     """Odd M, N and K (masked tiles), split-K with the fp32 reduction, the persistent TMA
-    schedule (device-built tensor descriptors, with and without warp specialisation), and the
+    schedule (device-built tensor descriptors, with and without warp specialisation, C stored
+    whole and in halves), and the
     same tiles with an fp16 accumulator, run by Triton's interpreter (it reads TRITON_INTERPRET
     at import)."""
     code = """
 import json, torch
-from kforge.tools.hgemm import HgemmConfig, hgemm, reference, relative_error
+import kforge.tools.hgemm as hgemm_module
+from kforge.tools.hgemm import HgemmConfig, hgemm, reference, relative_error, subtile
 torch.manual_seed(0)
 errs = {}
 for m, n, k, split in [(40, 24, 1000, 1), (40, 24, 1000, 2), (16, 48, 32, 1), (32, 16, 768, 3)]:
@@ -62,6 +64,10 @@ for m, n, k, split in [(40, 24, 1000, 1), (40, 24, 1000, 2), (16, 48, 32, 1), (3
         for ws in (False, True):
             out = hgemm(a, b, HgemmConfig(16, 16, 32, group_m=2, tma=True, warp_spec=ws))
             errs[f"{m}x{n}x{k}-tma{ws}-False"] = relative_error(out, ref)
+        hgemm_module.subtile = lambda *tile: True  # C stored in two halves, as 128x256 tiles do
+        out = hgemm(a, b, HgemmConfig(16, 16, 32, num_stages=5, tma=True))
+        hgemm_module.subtile = subtile
+        errs[f"{m}x{n}x{k}-tmahalves-False"] = relative_error(out, ref)
 print(json.dumps(errs))
 """
     env = {**os.environ, "TRITON_INTERPRET": "1"}
@@ -91,7 +97,7 @@ def test_config_names_and_the_dispatch_table_round_trip(tmp_path: Path):
 
 def test_search_families_go_where_they_can_help():
     """16/32-row tiles only where 64-row tiles leave SMs idle, the persistent TMA schedule only
-    where the output tiles fill the SMs and rows are 16-byte aligned, split-K only below a wave;
+    where the output tiles fill half the SMs and rows are 16-byte aligned, split-K below a wave;
     with a prior winner the 64+-row tile family is that config alone."""
     from kforge.tools.hgemm_search import candidates, family
 

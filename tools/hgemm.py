@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .hgemm_tma import TMA_KERNEL, ensure_allocator, tma_aligned, tma_grid
+from .hgemm_tma import TMA_KERNEL, ensure_allocator, subtile, tma_aligned, tma_grid
 
 # ||C - C64|| / ||C64|| on random normal inputs. fp32 accumulation with an fp16 output lands
 # near 2.1e-4 at every K (the output rounding dominates); an fp16 accumulator grows with the
@@ -148,7 +148,8 @@ def _plan(a: torch.Tensor, b: torch.Tensor, cfg: HgemmConfig) -> _Plan:
         if cfg.split_k != 1 or cfg.acc_fp16:
             raise ValueError(f"{cfg.name}: the TMA schedule has no split-K or fp16 accumulator")
         sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else 4
-        tma_consts = (cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, sms, cfg.warp_spec)
+        half = subtile(cfg.block_m, cfg.block_n, cfg.num_stages)
+        tma_consts = (cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, sms, cfg.warp_spec, half)
         grid = (tma_grid(m, n, cfg.block_m, cfg.block_n, sms), 1)
         tma_scalars = (m, n, k, a.stride(0), b.stride(0), *tma_consts)
         return _Plan(grid, tma_scalars, a.new_empty(0, dtype=torch.int32), a.device.index or 0)

@@ -54,10 +54,11 @@ SMALL_M_TILES = [
     (32, 128, 64, 4, 4),
     (16, 128, 128, 4, 3),
 ]
-# The persistent TMA schedule (tools/hgemm_tma.py), for shapes with a wave of output tiles or
-# more; True = with warp specialisation.
+# The persistent TMA schedule (tools/hgemm_tma.py), for shapes with half a wave of output tiles
+# or more (below a wave, one tile a program); True = with warp specialisation.
 TMA_TILES = [
     (128, 256, 64, 8, 3, False),
+    (128, 256, 64, 8, 4, False),  # C stored in halves (hgemm_tma.subtile) to fit 4 stages
     (256, 128, 64, 8, 3, False),
     (128, 128, 64, 8, 4, False),
     (128, 128, 64, 4, 4, False),
@@ -117,7 +118,7 @@ def _with_splits(m: int, n: int, k: int, sms: int, cfg: HgemmConfig) -> list[Hge
 def candidates(m: int, n: int, k: int, sms: int, families: tuple[str, ...] = FAMILIES) -> list[HgemmConfig]:
     """Configs worth trying for one shape: tiles no larger than the matrix needs with their
     split-K variants; 16/32-row tiles where 64-row ones leave SMs idle; the persistent TMA
-    schedule where the output tiles fill the SMs and rows are 16-byte aligned."""
+    schedule where the output tiles fill half the SMs or more and rows are 16-byte aligned."""
     fits = [
         t
         for t in TILES
@@ -133,7 +134,7 @@ def candidates(m: int, n: int, k: int, sms: int, families: tuple[str, ...] = FAM
                 out += _with_splits(m, n, k, sms, HgemmConfig(bm, bn, bk, 8, 1, warps, stages))
     if "tma" in families and k % 8 == 0 and n % 8 == 0:
         for bm, bn, bk, warps, stages, ws in TMA_TILES:
-            if triton.cdiv(m, bm) * triton.cdiv(n, bn) >= sms and bn <= triton.next_power_of_2(n):
+            if triton.cdiv(m, bm) * triton.cdiv(n, bn) >= sms // 2 and bn <= triton.next_power_of_2(n):
                 out.append(HgemmConfig(bm, bn, bk, 8, 1, warps, stages, tma=True, warp_spec=ws))
     return out
 

@@ -10,7 +10,7 @@ swizzled shared memory, zero-filling past the matrix edge, so no masks or addres
 run in the K loop; C goes out through a descriptor too, which clips at the edge. Host-built
 descriptors (``TensorDescriptor``) cost 30-70 us of host time a call on the H100 machine,
 which showed as GPU time in server mode. ``WARP_SPECIALIZE`` asks Triton to split loads and
-MMAs into separate warp groups. TMA needs 16-byte aligned rows: K and N multiples of 8 and
+MMAs into separate warp groups; ``SUBTILE`` stores C in two halves. TMA needs 16-byte aligned rows: K and N multiples of 8 and
 16-byte aligned base pointers.
 """
 
@@ -34,7 +34,7 @@ def _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 def _hgemm_tma_kernel(
     a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    NUM_SMS: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
+    NUM_SMS: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, SUBTILE: tl.constexpr,
 ):  # fmt: skip
     a_desc = tl.make_tensor_descriptor(
         a_ptr, shape=[M, K], strides=[stride_am, 1], block_shape=[BLOCK_M, BLOCK_K]
@@ -42,7 +42,8 @@ def _hgemm_tma_kernel(
     b_desc = tl.make_tensor_descriptor(
         b_ptr, shape=[K, N], strides=[stride_bk, 1], block_shape=[BLOCK_K, BLOCK_N]
     )
-    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N])
+    C_N: tl.constexpr = BLOCK_N // 2 if SUBTILE else BLOCK_N
+    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, C_N])
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
@@ -61,12 +62,24 @@ def _hgemm_tma_kernel(
             acc = tl.dot(a, b, acc)
         tile_c += NUM_SMS
         pid_m, pid_n = _tile_coords(tile_c, num_pid_m, num_pid_n, GROUP_M)
-        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(tl.float16))
+        if SUBTILE:  # two BLOCK_M x BLOCK_N/2 stores: half the epilogue's shared memory
+            halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
+            left, right = tl.split(halves)
+            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], left.to(tl.float16))
+            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N + BLOCK_N // 2], right.to(tl.float16))
+        else:
+            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(tl.float16))
 
 
 def tma_aligned(*tensors) -> bool:  # type: ignore[no-untyped-def]
     """Whether TMA can read these row-major tensors: 16-byte base and row stride."""
     return all(t.data_ptr() % 16 == 0 and t.stride(1) == 1 and t.stride(0) % 8 == 0 for t in tensors)
+
+
+def subtile(block_m: int, block_n: int, num_stages: int) -> bool:
+    """Store C in two halves where a whole tile's epilogue buffer would not fit beside the
+    pipeline's stages (128x256 or 256x128 tiles with 4+ stages)."""
+    return block_m * block_n >= 128 * 256 and num_stages >= 4
 
 
 def tma_grid(m: int, n: int, block_m: int, block_n: int, sms: int) -> int:

@@ -1,5 +1,5 @@
-"""The persistent TMA schedule of ``tools/hgemm.py``'s fp16 GEMM, for shapes with more output
-tiles than SMs (what cuBLAS's nvjet kernels do on Hopper, short of 2-CTA clusters).
+"""The persistent TMA schedule of ``tools/hgemm.py``'s fp16 GEMM, for shapes with half a wave
+of output tiles or more (what cuBLAS's nvjet kernels do on Hopper, short of 2-CTA clusters).
 
 One program per SM (grid = min(#SMs, tiles)) walks the output tiles in grouped order, so the
 launch pays for one wave of CTA starts and the next tile's loads overlap the last one's
@@ -8,10 +8,10 @@ epilogue. Operands come in through tensor descriptors that each program builds o
 allocator): the bulk-copy engine reads each BLOCK_M x BLOCK_K and BLOCK_K x BLOCK_N tile into
 swizzled shared memory, zero-filling past the matrix edge, so no masks or address arithmetic
 run in the K loop; C goes out through a descriptor too, which clips at the edge. Host-built
-descriptors (``TensorDescriptor``) cost 30-70 us of host time a call on the H100 machine,
+descriptors (``TensorDescriptor``) cost 30 to 60 us of host time a call on the H100 machine,
 which showed as GPU time in server mode. ``WARP_SPECIALIZE`` asks Triton to split loads and
-MMAs into separate warp groups; ``SUBTILE`` stores C in two halves. TMA needs 16-byte aligned rows: K and N multiples of 8 and
-16-byte aligned base pointers.
+MMAs into separate warp groups; ``SUBTILE`` stores C in two halves. TMA needs 16-byte aligned
+rows: K and N multiples of 8 and 16-byte aligned base pointers.
 """
 
 from __future__ import annotations

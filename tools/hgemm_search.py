@@ -93,6 +93,7 @@ class ShapeResult:
     lt_best_server_ms: float = math.nan
     lt_best_err: float = math.nan
     lt_algos: int = 0  # algorithms its heuristic offered (up to 32)
+    lt_rejected: int = 0  # ... of which failed the check (left out of the best)
 
     @property
     def speedup(self) -> float:
@@ -206,19 +207,21 @@ def search_shape(
 
 def best_cublaslt(
     a: torch.Tensor, b: torch.Tensor, ref: torch.Tensor, flush: torch.Tensor
-) -> tuple[GemmFn, int]:
+) -> tuple[GemmFn, int, int]:
     """cuBLASLt's fastest algorithm for this shape among those its heuristic offers that pass
     the check (each timed like a search candidate), as a call that allocates C like
-    torch.matmul does; and how many algorithms were offered."""
+    torch.matmul does; how many algorithms were offered, and how many failed the check."""
     (m, k), n = a.shape, b.shape[1]
     lt = LtGemm(m, n, k, a.device)
     best: tuple[float, GemmFn] | None = None
+    rejected = 0
     for index in range(len(lt.algos)):
 
         def call(index: int = index) -> torch.Tensor:
             return lt.run(index, a, b, torch.empty((m, n), device=a.device, dtype=torch.float16))
 
         if relative_error(call(), ref) > TOLERANCE:
+            rejected += 1
             continue
         ms = time_offline(call, flush, _reps_for(call, flush), rounds=3)
         if best is None or ms < best[0]:
@@ -227,7 +230,7 @@ def best_cublaslt(
         raise RuntimeError(
             f"cuBLASLt: none of {len(lt.algos)} heuristic algorithms passed the check at {m}x{n}x{k}"
         )
-    return best[1], len(lt.algos)
+    return best[1], len(lt.algos), rejected
 
 
 def _blas(library: str) -> Callable[[], None]:
@@ -248,7 +251,7 @@ def measure_shape(
     timer = Timer(device, trials=trials, max_seconds=1.0)
     flush = timer._flush
     assert flush is not None
-    lt_best, lt_algos = best_cublaslt(a, b, ref, flush)
+    lt_best, lt_algos, lt_rejected = best_cublaslt(a, b, ref, flush)
     fns: dict[str, GemmFn] = {
         "kforge": functools.partial(hgemm, a, b, cfg),
         "torch": functools.partial(torch.matmul, a, b),
@@ -287,5 +290,5 @@ def measure_shape(
         offline["kforge"], offline["torch"], offline["cublaslt"],
         server["kforge"].median_ms, server["torch"].median_ms, server["cublaslt"].median_ms,
         errs["kforge"], errs["torch"], errs["cublaslt"], 0, "/".join(order),
-        offline["lt_best"], server["lt_best"].median_ms, errs["lt_best"], lt_algos,
+        offline["lt_best"], server["lt_best"].median_ms, errs["lt_best"], lt_algos, lt_rejected,
     )  # fmt: skip

@@ -207,10 +207,11 @@ def search_shape(
 
 def best_cublaslt(
     a: torch.Tensor, b: torch.Tensor, ref: torch.Tensor, flush: torch.Tensor
-) -> tuple[GemmFn, int, int]:
+) -> tuple[GemmFn, LtGemm, int]:
     """cuBLASLt's fastest algorithm for this shape among those its heuristic offers that pass
     the check (each timed like a search candidate), as a call that allocates C like
-    torch.matmul does; how many algorithms were offered, and how many failed the check."""
+    torch.matmul does; the problem's cuBLASLt objects (``close()`` them after the last call),
+    and how many algorithms failed the check."""
     (m, k), n = a.shape, b.shape[1]
     lt = LtGemm(m, n, k, a.device)
     best: tuple[float, GemmFn] | None = None
@@ -230,7 +231,7 @@ def best_cublaslt(
         raise RuntimeError(
             f"cuBLASLt: none of {len(lt.algos)} heuristic algorithms passed the check at {m}x{n}x{k}"
         )
-    return best[1], len(lt.algos), rejected
+    return best[1], lt, rejected
 
 
 def _blas(library: str) -> Callable[[], None]:
@@ -251,7 +252,7 @@ def measure_shape(
     timer = Timer(device, trials=trials, max_seconds=1.0)
     flush = timer._flush
     assert flush is not None
-    lt_best, lt_algos, lt_rejected = best_cublaslt(a, b, ref, flush)
+    lt_best, lt, lt_rejected = best_cublaslt(a, b, ref, flush)
     fns: dict[str, GemmFn] = {
         "kforge": functools.partial(hgemm, a, b, cfg),
         "torch": functools.partial(torch.matmul, a, b),
@@ -285,6 +286,8 @@ def measure_shape(
     server = timer.time_many({n_: fns[n_] for n_ in order}, before_each={n_: idle_then(n_) for n_ in order})
     setups["kforge"]()
     errs["kforge"] = max(errs["kforge"], relative_error(fns["kforge"](), ref))  # after reuse of the counters
+    lt_algos = len(lt.algos)
+    lt.close()
     return ShapeResult(
         m, n, k, cfg.name,
         offline["kforge"], offline["torch"], offline["cublaslt"],

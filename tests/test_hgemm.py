@@ -1,6 +1,7 @@
 """The fp16 GEMM of ``kforge gemm``: the check tells fp32 from fp16 accumulation, the
-Triton kernel passes it (and its fp16-accumulating variant fails it) under the interpreter,
-and the shape selection, dispatch table and summary do what the command says."""
+Triton kernels (tiled, split-K, persistent TMA) pass it (and the fp16-accumulating variant
+fails it) under the interpreter, the search puts each family where it can help, and the
+shape selection, dispatch table and summary do what the command says."""
 
 from __future__ import annotations
 
@@ -41,11 +42,15 @@ def test_tolerance_passes_fp32_accumulation_at_every_k_and_fails_fp16_accumulati
 
 
 def test_triton_kernel_passes_and_its_fp16_accumulating_variant_is_caught_under_the_interpreter():
-    """Odd M, N and K (masked tiles), split-K with the fp32 reduction, and the same tiles with
-    an fp16 accumulator, run by Triton's interpreter (it reads TRITON_INTERPRET at import)."""
+    """Odd M, N and K (masked tiles), split-K with the fp32 reduction, the persistent TMA
+    schedule (device-built tensor descriptors, with and without warp specialisation, C stored
+    whole and in halves), and the
+    same tiles with an fp16 accumulator, run by Triton's interpreter (it reads TRITON_INTERPRET
+    at import)."""
     code = """
 import json, torch
-from kforge.tools.hgemm import HgemmConfig, hgemm, reference, relative_error
+import kforge.tools.hgemm as hgemm_module
+from kforge.tools.hgemm import HgemmConfig, hgemm, reference, relative_error, subtile
 torch.manual_seed(0)
 errs = {}
 for m, n, k, split in [(40, 24, 1000, 1), (40, 24, 1000, 2), (16, 48, 32, 1), (32, 16, 768, 3)]:
@@ -55,6 +60,14 @@ for m, n, k, split in [(40, 24, 1000, 1), (40, 24, 1000, 2), (16, 48, 32, 1), (3
         out = hgemm(a, b, HgemmConfig(16, 16, 32, split_k=split, acc_fp16=acc16))
         assert out.shape == (m, n) and out.dtype == torch.float16
         errs[f"{m}x{n}x{k}-s{split}-{acc16}"] = relative_error(out, ref)
+    if split == 1:  # the persistent TMA schedule: 4 programs loop over the tiles, edges zero-filled
+        for ws in (False, True):
+            out = hgemm(a, b, HgemmConfig(16, 16, 32, group_m=2, tma=True, warp_spec=ws))
+            errs[f"{m}x{n}x{k}-tma{ws}-False"] = relative_error(out, ref)
+        hgemm_module.subtile = lambda *tile: True  # C stored in two halves, as 128x256 tiles do
+        out = hgemm(a, b, HgemmConfig(16, 16, 32, num_stages=5, tma=True))
+        hgemm_module.subtile = subtile
+        errs[f"{m}x{n}x{k}-tmahalves-False"] = relative_error(out, ref)
 print(json.dumps(errs))
 """
     env = {**os.environ, "TRITON_INTERPRET": "1"}
@@ -72,9 +85,32 @@ def test_config_names_and_the_dispatch_table_round_trip(tmp_path: Path):
     cfg = HgemmConfig(128, 64, 64, 8, 4, 4, 3)
     assert HgemmConfig.from_name(cfg.name) == cfg
     assert HgemmConfig.from_name(HgemmConfig(64, 64, 16, acc_fp16=True).name).acc_fp16
-    table = {(512, 64, 16384): cfg, (64, 64, 64): HgemmConfig(64, 64, 64)}
+    for ws in (False, True):
+        tma = HgemmConfig(128, 256, 64, num_warps=8, tma=True, warp_spec=ws)
+        assert HgemmConfig.from_name(tma.name) == tma
+    with pytest.raises(ValueError, match="unknown config flags"):
+        HgemmConfig.from_name("64x64x64-g8-s1-w4-p3-fast")
+    table = {(512, 64, 16384): cfg, (64, 64, 64): HgemmConfig(64, 64, 64), (8192, 8192, 8192): tma}
     save_table(tmp_path / "t.json", "NVIDIA H100", table)
     assert load_table(tmp_path / "t.json") == table
+
+
+def test_search_families_go_where_they_can_help():
+    """16/32-row tiles only where 64-row tiles leave SMs idle, the persistent TMA schedule only
+    where the output tiles fill half the SMs and rows are 16-byte aligned, split-K below a wave;
+    with a prior winner the 64+-row tile family is that config alone."""
+    from kforge.tools.hgemm_search import candidates, family
+
+    def families(m: int, n: int, k: int, **kw) -> set[str]:
+        return {family(c) for c in candidates(m, n, k, 132, **kw)}
+
+    assert families(512, 64, 16384) == {"tile", "small-m"}
+    assert families(8192, 8192, 16384) == {"tile", "tma"}
+    assert families(8192, 8192, 16383) == {"tile"} and families(8192, 8190, 4096) == {"tile"}
+    skinny = candidates(512, 64, 16384, 132)
+    assert any(c.block_m == 16 and c.split_k > 1 for c in skinny)
+    assert all(c.split_k == 1 for c in candidates(8192, 8192, 16384, 132))
+    assert all(c.tma for c in candidates(8192, 8192, 16384, 132, families=("tma",)))
 
 
 def test_shape_selection_is_every_nth_by_problem_size(tmp_path: Path):
@@ -100,6 +136,10 @@ def test_table_keeps_only_shapes_where_the_kernel_won_and_summary_gives_geomeans
     line = summary(rows)
     assert "2 shapes" in line and "1.000x offline" in line and "faster on 1" in line
     assert "dispatched (torch.matmul where the kernel lost) 1.414x" in line
+    assert "best algorithm" not in line  # a run from before the cuBLASLt sweep
+    for r in rows:
+        r.update(lt_best_ms=r["kforge_ms"], lt_best_server_ms=str(2 * float(r["kforge_server_ms"])))
+    assert "vs cuBLASLt's best algorithm 1.000x offline, 2.000x server" in summary(rows)
 
 
 @pytest.mark.gpu
@@ -117,6 +157,28 @@ def test_kernel_and_dispatch_match_torch_on_the_gpu():
         assert relative_error(hgemm(a, b, cfg), ref) <= TOLERANCE
         assert relative_error(hgemm(a, b, cfg), ref) <= TOLERANCE  # the cached launch
         assert relative_error(gemm.matmul(a, b), ref) <= TOLERANCE
+
+
+@pytest.mark.gpu
+def test_cublaslt_algorithms_compute_the_product_and_the_tma_kernel_matches():
+    from kforge.tools.cublaslt import LtGemm
+    from kforge.tools.hgemm import hgemm
+
+    m, n, k = 384, 256, 1024
+    a, b = torch.randn(m, k, device="cuda").half(), torch.randn(k, n, device="cuda").half()
+    ref = reference(a, b)
+    torch.matmul(a, b)  # torch loads libcublasLt
+    lt = LtGemm(m, n, k, a.device)
+    assert lt.algos
+    for i in range(len(lt.algos)):
+        out = torch.empty(m, n, device="cuda", dtype=torch.float16)
+        assert relative_error(lt.run(i, a, b, out), ref) <= TOLERANCE
+    lt.close()
+    for cfg in (
+        HgemmConfig(128, 128, 64, num_warps=8, num_stages=4, tma=True),
+        HgemmConfig(32, 64, 128, split_k=4),
+    ):
+        assert relative_error(hgemm(a, b, cfg), ref) <= TOLERANCE
 
 
 def test_a_tuned_shape_is_a_task_the_evaluator_checks_like_any_other(tmp_path: Path, make_cpu_options):

@@ -6,7 +6,8 @@ On Hopper, Triton lowers ``tl.dot`` of fp16 tiles with 4+ warps and a 64-row blo
 and pipelines the loads over ``num_stages`` buffers. SPLIT_K > 1 splits the K loop over a
 second grid axis for shapes with too few output tiles to fill the SMs: each slice writes an
 fp32 partial and the last slice to finish a tile sums them and rounds to fp16 once, in the
-same launch.
+same launch. Configs with ``tma`` run the persistent TMA kernel of ``tools/hgemm_tma.py``
+instead (``warp_spec``: with Triton's warp specialisation).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from typing import Any
 import torch
 import triton
 import triton.language as tl
+
+from .hgemm_tma import TMA_KERNEL, ensure_allocator, subtile, tma_aligned, tma_grid
 
 # ||C - C64|| / ||C64|| on random normal inputs. fp32 accumulation with an fp16 output lands
 # near 2.1e-4 at every K (the output rounding dominates); an fp16 accumulator grows with the
@@ -38,6 +41,8 @@ class HgemmConfig:
     num_warps: int = 4
     num_stages: int = 3
     acc_fp16: bool = False  # the wrong kernel the correctness check must reject
+    tma: bool = False  # the persistent TMA schedule (tools/hgemm_tma.py); split_k must be 1
+    warp_spec: bool = False  # ... with warp-specialised loads and MMAs
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -45,16 +50,23 @@ class HgemmConfig:
     @classmethod
     def from_name(cls, name: str) -> HgemmConfig:
         """The config that :attr:`name` printed."""
-        tile, group, split, warps, stages, *acc = name.split("-")
+        tile, group, split, warps, stages, *flags = name.split("-")
         bm, bn, bk = (int(x) for x in tile.split("x"))
-        return cls(bm, bn, bk, int(group[1:]), int(split[1:]), int(warps[1:]), int(stages[1:]), bool(acc))
+        unknown = set(flags) - {"acc16", "tma", "tmaws"}
+        if unknown:
+            raise ValueError(f"{name}: unknown config flags {sorted(unknown)}")
+        return cls(
+            bm, bn, bk, int(group[1:]), int(split[1:]), int(warps[1:]), int(stages[1:]),
+            acc_fp16="acc16" in flags, tma="tma" in flags or "tmaws" in flags, warp_spec="tmaws" in flags,
+        )  # fmt: skip
 
     @property
     def name(self) -> str:
         acc = "-acc16" if self.acc_fp16 else ""
+        tma = ("-tmaws" if self.warp_spec else "-tma") if self.tma else ""
         return (
             f"{self.block_m}x{self.block_n}x{self.block_k}-g{self.group_m}-s{self.split_k}"
-            f"-w{self.num_warps}-p{self.num_stages}{acc}"
+            f"-w{self.num_warps}-p{self.num_stages}{acc}{tma}"
         )
 
 
@@ -122,12 +134,25 @@ class _Plan:
     device_index: int
     kernel: Any = None
 
+    @property
+    def on_gpu(self) -> bool:
+        return self.locks.is_cuda
+
 
 _PLANS: dict[tuple[Any, ...], _Plan] = {}
 
 
 def _plan(a: torch.Tensor, b: torch.Tensor, cfg: HgemmConfig) -> _Plan:
     (m, k), n, split = a.shape, b.shape[1], cfg.split_k
+    if cfg.tma:
+        if cfg.split_k != 1 or cfg.acc_fp16:
+            raise ValueError(f"{cfg.name}: the TMA schedule has no split-K or fp16 accumulator")
+        sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else 4
+        half = subtile(cfg.block_m, cfg.block_n, cfg.num_stages)
+        tma_consts = (cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, sms, cfg.warp_spec, half)
+        grid = (tma_grid(m, n, cfg.block_m, cfg.block_n, sms), 1)
+        tma_scalars = (m, n, k, a.stride(0), b.stride(0), *tma_consts)
+        return _Plan(grid, tma_scalars, a.new_empty(0, dtype=torch.int32), a.device.index or 0)
     even_k = k % (cfg.block_k * split) == 0
     consts = (cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, split, even_k, cfg.acc_fp16)
     scalars = (m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), *consts)
@@ -139,10 +164,13 @@ def _plan(a: torch.Tensor, b: torch.Tensor, cfg: HgemmConfig) -> _Plan:
 def _compile(plan: _Plan, cfg: HgemmConfig, tensors: tuple[torch.Tensor, ...]) -> None:
     """Compile the plan's kernel without running it; under the interpreter, run it instead."""
     opts = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
-    if not tensors[0].is_cuda:  # the interpreter (TRITON_INTERPRET=1) has no compiled kernel
-        _hgemm_kernel[plan.grid](*tensors, *plan.scalars, **opts)
+    jit = TMA_KERNEL if cfg.tma else _hgemm_kernel
+    if cfg.tma:
+        ensure_allocator()
+    if not plan.on_gpu:  # the interpreter (TRITON_INTERPRET=1) has no compiled kernel
+        jit[plan.grid](*tensors, *plan.scalars, **opts)
         return
-    plan.kernel = _hgemm_kernel.warmup(*tensors, *plan.scalars, grid=plan.grid, **opts)
+    plan.kernel = jit.warmup(*tensors, *plan.scalars, grid=plan.grid, **opts)
     plan.kernel._init_handles()
 
 
@@ -165,9 +193,15 @@ def hgemm(a: torch.Tensor, b: torch.Tensor, cfg: HgemmConfig) -> torch.Tensor:
         plan = _PLANS[key] = _plan(a, b, cfg)
     m, n, split = plan.scalars[0], plan.scalars[1], cfg.split_k
     c = torch.empty((m, n), device=a.device, dtype=torch.float16)
-    ws = c if split == 1 else torch.empty((split, m, n), device=a.device, dtype=torch.float32)
+    if cfg.tma:
+        if not tma_aligned(a, b):
+            raise ValueError(f"{cfg.name}: TMA needs 16-byte aligned operands with unit column stride")
+        tensors: tuple[Any, ...] = (a, b, c)
+    else:
+        ws = c if split == 1 else torch.empty((split, m, n), device=a.device, dtype=torch.float32)
+        tensors = (a, b, c, ws, plan.locks)
     if plan.kernel is None:
-        _compile(plan, cfg, (a, b, c, ws, plan.locks))
+        _compile(plan, cfg, tensors)
         if plan.kernel is None:  # the interpreter ran it
             return c
     kernel = plan.kernel
@@ -183,11 +217,7 @@ def hgemm(a: torch.Tensor, b: torch.Tensor, cfg: HgemmConfig) -> torch.Tensor:
         None,
         None,
         None,
-        a,
-        b,
-        c,
-        ws,
-        plan.locks,
+        *tensors,
         *plan.scalars,
     )
     return c
@@ -233,6 +263,6 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     torch.matmul."""
     if a.is_cuda and a.dtype == torch.float16 and b.dtype == torch.float16 and a.dim() == b.dim() == 2:
         cfg = _table_for(a.device.index or 0).get((a.shape[0], b.shape[1], a.shape[1]))
-        if cfg is not None:
+        if cfg is not None and (not cfg.tma or tma_aligned(a, b)):
             return hgemm(a, b, cfg)
     return torch.matmul(a, b)

@@ -2,8 +2,10 @@
 
 ``search_shape`` compiles, verifies and quickly times every candidate config for one
 (M, N, K) and keeps the fastest correct one. ``measure_shape`` then times that kernel
-against torch.matmul (as users call it) and torch's cuBLASLt path (heuristic algorithm) on
-fresh inputs, every output verified, in a per-shape random order, two ways:
+against torch.matmul (as users call it), torch's cuBLASLt path (heuristic algorithm) and
+cuBLASLt's best algorithm (every one its heuristic offers with a 32 MiB workspace, verified
+and timed; ``tools/cublaslt.py``) on fresh inputs, every output verified, in a per-shape
+random order, two ways:
 
 * offline: ``reps`` calls back to back between two CUDA events after an L2 flush, the
   median over rounds of the per-call time;
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import random
 import statistics
 import time
@@ -25,6 +28,7 @@ import triton
 from triton.compiler.errors import CompilationError
 from triton.runtime.errors import OutOfResources
 
+from .cublaslt import LtGemm
 from .hgemm import TOLERANCE, HgemmConfig, hgemm, reference, relative_error
 from .timing import Timer
 
@@ -42,7 +46,28 @@ TILES = [
     (64, 32, 128, 4, 4),
     (128, 128, 128, 8, 3),
 ]
+# mma.sync tiles of 16 or 32 rows for skinny M (Triton's wgmma path needs 64-row blocks): an M
+# of 512 gives 16 to 32 row tiles instead of 8, so split-K needs to carry less of the parallelism.
+SMALL_M_TILES = [
+    (16, 64, 128, 4, 4),
+    (32, 64, 128, 4, 4),
+    (32, 128, 64, 4, 4),
+    (16, 128, 128, 4, 3),
+]
+# The persistent TMA schedule (tools/hgemm_tma.py), for shapes with half a wave of output tiles
+# or more (below a wave, one tile a program); True = with warp specialisation.
+TMA_TILES = [
+    (128, 256, 64, 8, 3, False),
+    (128, 256, 64, 8, 4, False),  # C stored in halves (hgemm_tma.subtile) to fit 4 stages
+    (256, 128, 64, 8, 3, False),
+    (128, 128, 64, 8, 4, False),
+    (128, 128, 64, 4, 4, False),
+    (128, 128, 128, 8, 3, False),
+    (128, 256, 64, 8, 3, True),
+    (128, 128, 64, 8, 4, True),
+]
 SPLITS = (2, 3, 4, 6, 8, 12, 16)
+FAMILIES = ("tile", "small-m", "tma")
 SERVER_IDLE_S = 1e-3
 GemmFn = Callable[[], torch.Tensor]
 
@@ -64,6 +89,11 @@ class ShapeResult:
     cublaslt_err: float
     candidates: int
     order: str
+    lt_best_ms: float = math.nan  # cuBLASLt's fastest verified heuristic algorithm
+    lt_best_server_ms: float = math.nan
+    lt_best_err: float = math.nan
+    lt_algos: int = 0  # algorithms its heuristic offered (up to 32)
+    lt_rejected: int = 0  # ... of which failed the check (left out of the best)
 
     @property
     def speedup(self) -> float:
@@ -74,18 +104,39 @@ class ShapeResult:
         return self.torch_server_ms / self.kforge_server_ms
 
 
-def candidates(m: int, n: int, k: int, sms: int) -> list[HgemmConfig]:
-    """Configs worth trying for one shape: tiles no larger than the matrix needs, and for
-    shapes with fewer output tiles than SMs, split-K variants that keep 2+ K steps a slice."""
+def family(cfg: HgemmConfig) -> str:
+    return "tma" if cfg.tma else "small-m" if cfg.block_m < 64 else "tile"
+
+
+def _with_splits(m: int, n: int, k: int, sms: int, cfg: HgemmConfig) -> list[HgemmConfig]:
+    """The config and, for shapes with fewer output tiles than SMs, its split-K variants
+    that keep 2+ K steps a slice."""
+    tiles = triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n)
+    splits = [s for s in SPLITS if tiles < sms and tiles * s <= 4 * sms and k >= 2 * cfg.block_k * s]
+    return [cfg] + [dataclasses.replace(cfg, split_k=s) for s in splits]
+
+
+def candidates(m: int, n: int, k: int, sms: int, families: tuple[str, ...] = FAMILIES) -> list[HgemmConfig]:
+    """Configs worth trying for one shape: tiles no larger than the matrix needs with their
+    split-K variants; 16/32-row tiles where 64-row ones leave SMs idle; the persistent TMA
+    schedule where the output tiles fill half the SMs or more and rows are 16-byte aligned."""
+    fits = [
+        t
+        for t in TILES
+        if t[0] <= max(64, triton.next_power_of_2(m)) and t[1] <= max(32, triton.next_power_of_2(n))
+    ]
     out = []
-    for bm, bn, bk, warps, stages in TILES:
-        if bm > max(64, triton.next_power_of_2(m)) or bn > max(32, triton.next_power_of_2(n)):
-            continue
-        out.append(HgemmConfig(bm, bn, bk, 8, 1, warps, stages))
-        tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
-        for split in SPLITS:
-            if tiles < sms and tiles * split <= 4 * sms and k >= 2 * bk * split:
-                out.append(HgemmConfig(bm, bn, bk, 8, split, warps, stages))
+    if "tile" in families:
+        for bm, bn, bk, warps, stages in fits:
+            out += _with_splits(m, n, k, sms, HgemmConfig(bm, bn, bk, 8, 1, warps, stages))
+    if "small-m" in families and triton.cdiv(m, 64) * triton.cdiv(n, 64) < sms:
+        for bm, bn, bk, warps, stages in SMALL_M_TILES:
+            if bn <= max(64, triton.next_power_of_2(n)):
+                out += _with_splits(m, n, k, sms, HgemmConfig(bm, bn, bk, 8, 1, warps, stages))
+    if "tma" in families and k % 8 == 0 and n % 8 == 0:
+        for bm, bn, bk, warps, stages, ws in TMA_TILES:
+            if triton.cdiv(m, bm) * triton.cdiv(n, bn) >= sms // 2 and bn <= triton.next_power_of_2(n):
+                out.append(HgemmConfig(bm, bn, bk, 8, 1, warps, stages, tma=True, warp_spec=ws))
     return out
 
 
@@ -117,19 +168,28 @@ def _reps_for(fn: GemmFn, flush: torch.Tensor) -> int:
     return max(5, min(200, int(2.0 / max(one, 1e-3))))
 
 
-def search_shape(m: int, n: int, k: int, device: torch.device, log: list[str]) -> tuple[HgemmConfig, int]:
-    """The fastest verified config for one shape and how many candidates were tried."""
+def search_shape(
+    m: int, n: int, k: int, device: torch.device, log: list[str], prior: HgemmConfig | None = None
+) -> tuple[HgemmConfig, int]:
+    """The fastest verified config for one shape and how many candidates were tried. With
+    ``prior`` (an earlier run's winner, searched over the whole tile family then), the tile
+    family is that config alone and the other families are searched in full."""
     a, b = random_operands(m, n, k, device, seed=m * 31 + n * 17 + k)
     ref = reference(a, b)
     flush = Timer(device, trials=1)._flush
     assert flush is not None
     sms = torch.cuda.get_device_properties(device).multi_processor_count
     best: tuple[float, HgemmConfig] | None = None
-    configs = candidates(m, n, k, sms)
+    configs = candidates(m, n, k, sms) if prior is None else [prior, *candidates(m, n, k, sms, FAMILIES[1:])]
+    configs = list(dict.fromkeys(configs))  # a prior from the TMA or small-M family is tried once
     for cfg in configs:
         try:
             err = relative_error(hgemm(a, b, cfg), ref)
-        except (OutOfResources, CompilationError) as exc:
+        except (
+            OutOfResources,
+            CompilationError,
+            RuntimeError,
+        ) as exc:  # RuntimeError: a failed compiler pass
             log.append(f"{m}x{n}x{k} {cfg.name}: {type(exc).__name__}: {str(exc).splitlines()[0]}")
             continue
         if err > TOLERANCE:
@@ -137,11 +197,41 @@ def search_shape(m: int, n: int, k: int, device: torch.device, log: list[str]) -
             continue
         fn = functools.partial(hgemm, a, b, cfg)
         ms = time_offline(fn, flush, _reps_for(fn, flush), rounds=3)
+        log.append(f"{m}x{n}x{k} {cfg.name}: {ms * 1e3:.1f} us")
         if best is None or ms < best[0]:
             best = (ms, cfg)
     if best is None:
         raise RuntimeError(f"no config compiled and verified for {m}x{n}x{k}; see the log")
     return best[1], len(configs)
+
+
+def best_cublaslt(
+    a: torch.Tensor, b: torch.Tensor, ref: torch.Tensor, flush: torch.Tensor
+) -> tuple[GemmFn, LtGemm, int]:
+    """cuBLASLt's fastest algorithm for this shape among those its heuristic offers that pass
+    the check (each timed like a search candidate), as a call that allocates C like
+    torch.matmul does; the problem's cuBLASLt objects (``close()`` them after the last call),
+    and how many algorithms failed the check."""
+    (m, k), n = a.shape, b.shape[1]
+    lt = LtGemm(m, n, k, a.device)
+    best: tuple[float, GemmFn] | None = None
+    rejected = 0
+    for index in range(len(lt.algos)):
+
+        def call(index: int = index) -> torch.Tensor:
+            return lt.run(index, a, b, torch.empty((m, n), device=a.device, dtype=torch.float16))
+
+        if relative_error(call(), ref) > TOLERANCE:
+            rejected += 1
+            continue
+        ms = time_offline(call, flush, _reps_for(call, flush), rounds=3)
+        if best is None or ms < best[0]:
+            best = (ms, call)
+    if best is None:
+        raise RuntimeError(
+            f"cuBLASLt: none of {len(lt.algos)} heuristic algorithms passed the check at {m}x{n}x{k}"
+        )
+    return best[1], lt, rejected
 
 
 def _blas(library: str) -> Callable[[], None]:
@@ -154,19 +244,26 @@ def _blas(library: str) -> Callable[[], None]:
 def measure_shape(
     m: int, n: int, k: int, cfg: HgemmConfig, device: torch.device, trials: int, seed: int
 ) -> ShapeResult:
-    """Tuned kernel vs torch.matmul vs cuBLASLt (heuristic) on fresh inputs, in random order."""
+    """Tuned kernel vs torch.matmul vs cuBLASLt (heuristic, and its best algorithm) on fresh
+    inputs, in random order."""
     a, b = random_operands(m, n, k, device, seed=seed)
     ref = reference(a, b)
     default_blas = str(torch.backends.cuda.preferred_blas_library()).split(".")[-1].lower()
+    timer = Timer(device, trials=trials, max_seconds=1.0)
+    flush = timer._flush
+    assert flush is not None
+    lt_best, lt, lt_rejected = best_cublaslt(a, b, ref, flush)
     fns: dict[str, GemmFn] = {
         "kforge": functools.partial(hgemm, a, b, cfg),
         "torch": functools.partial(torch.matmul, a, b),
         "cublaslt": functools.partial(torch.matmul, a, b),
+        "lt_best": lt_best,
     }
     setups: dict[str, Callable[[], None]] = {
         "kforge": _blas(default_blas),
         "torch": _blas(default_blas),
         "cublaslt": _blas("cublaslt"),
+        "lt_best": _blas(default_blas),
     }
     order = list(fns)
     random.Random(seed).shuffle(order)
@@ -174,9 +271,6 @@ def measure_shape(
     for name in order:
         setups[name]()
         errs[name] = relative_error(fns[name](), ref)
-    timer = Timer(device, trials=trials, max_seconds=1.0)
-    flush = timer._flush
-    assert flush is not None
     offline = {}
     for name in order:
         setups[name]()
@@ -192,9 +286,12 @@ def measure_shape(
     server = timer.time_many({n_: fns[n_] for n_ in order}, before_each={n_: idle_then(n_) for n_ in order})
     setups["kforge"]()
     errs["kforge"] = max(errs["kforge"], relative_error(fns["kforge"](), ref))  # after reuse of the counters
+    lt_algos = len(lt.algos)
+    lt.close()
     return ShapeResult(
         m, n, k, cfg.name,
         offline["kforge"], offline["torch"], offline["cublaslt"],
         server["kforge"].median_ms, server["torch"].median_ms, server["cublaslt"].median_ms,
         errs["kforge"], errs["torch"], errs["cublaslt"], 0, "/".join(order),
+        offline["lt_best"], server["lt_best"].median_ms, errs["lt_best"], lt_algos, lt_rejected,
     )  # fmt: skip

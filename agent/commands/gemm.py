@@ -19,6 +19,7 @@ from typing import Annotated
 
 import typer
 
+from ...tools.hgemm import HgemmConfig
 from ...tools.hgemm_search import ShapeResult
 from .eval import bad_input
 
@@ -46,7 +47,22 @@ def read_results(out: Path) -> list[dict[str, str]]:
     return rows
 
 
-def run_worker(shapes: list[tuple[int, int, int]], gpu: int, out: Path, trials: int) -> None:
+def read_prior(path: Path | None) -> dict[tuple[int, int, int], HgemmConfig]:
+    """An earlier run's winner per shape (its results.csv), or nothing."""
+    if path is None:
+        return {}
+    if not path.is_file():
+        raise bad_input(f"--prior {path}: no such results CSV (a kforge gemm run's results.csv)")
+    with path.open() as f:
+        return {
+            (int(r["M"]), int(r["N"]), int(r["K"])): HgemmConfig.from_name(r["config"])
+            for r in csv.DictReader(f)
+        }
+
+
+def run_worker(
+    shapes: list[tuple[int, int, int]], gpu: int, out: Path, trials: int, prior: Path | None = None
+) -> None:
     """Search and measure each shape not yet in this GPU's CSV, appending one row each."""
     import torch
 
@@ -56,6 +72,7 @@ def run_worker(shapes: list[tuple[int, int, int]], gpu: int, out: Path, trials: 
     torch.cuda.set_device(device)
     part = out / f"results-gpu{gpu}.csv"
     done = {(int(r["M"]), int(r["N"]), int(r["K"])) for r in read_results(out)}
+    priors = read_prior(prior)
     new_file = not part.exists()
     with part.open("a", newline="") as f, (out / f"search-gpu{gpu}.log").open("a") as log_file:
         writer = csv.DictWriter(f, fieldnames=FIELDS)
@@ -65,7 +82,7 @@ def run_worker(shapes: list[tuple[int, int, int]], gpu: int, out: Path, trials: 
             if (m, n, k) in done:
                 continue
             log: list[str] = []
-            cfg, tried = search_shape(m, n, k, device, log)
+            cfg, tried = search_shape(m, n, k, device, log, priors.get((m, n, k)))
             result = dataclasses.replace(
                 measure_shape(m, n, k, cfg, device, trials, seed=m + n + k), candidates=tried
             )
@@ -79,14 +96,16 @@ def run_worker(shapes: list[tuple[int, int, int]], gpu: int, out: Path, trials: 
             torch.cuda.empty_cache()
 
 
-def spawn_workers(csv_path: Path, gpus: list[int], out: Path, every: int, offset: int, trials: int) -> None:
-    """One ``kforge gemm --shard`` process per GPU; fails if any of them fails."""
+def spawn_workers(
+    csv_path: Path, gpus: list[int], out: Path, every: int, offset: int, trials: int, prior: Path | None
+) -> None:
+    """One ``kforge gemm`` process per GPU; fails if any of them fails."""
     procs = []
     for i, gpu in enumerate(gpus):
         cmd = [
             sys.executable,
-            "-m",
-            "kforge.agent.cli",
+            "-c",
+            "from kforge.agent.cli import main; main()",  # agent/cli.py has no __main__ block
             "gemm",
             str(csv_path),
             "--gpu",
@@ -102,6 +121,7 @@ def spawn_workers(csv_path: Path, gpus: list[int], out: Path, every: int, offset
             "--trials",
             str(trials),
         ]
+        cmd += ["--prior", str(prior)] if prior is not None else []
         procs.append(subprocess.Popen(cmd, env={**os.environ, "KFORGE_GEMM_WORKER": "1"}))
     failed = [gpu for gpu, proc in zip(gpus, procs, strict=True) if proc.wait() != 0]
     if failed:
@@ -111,7 +131,7 @@ def spawn_workers(csv_path: Path, gpus: list[int], out: Path, every: int, offset
 def finish(out: Path, gpu_name: str) -> None:
     """Merged results CSV, the dispatch table (shapes where the kernel beat torch.matmul
     offline), the plot, each shape as a task with its kernel as a candidate, and a summary."""
-    from ...tools.hgemm import HgemmConfig, save_table, table_path
+    from ...tools.hgemm import save_table, table_path
     from .gemm_report import plot, summary, table_configs
     from .gemm_tasks import write_tasks
 
@@ -139,6 +159,12 @@ def register(app: typer.Typer) -> None:
         every: Annotated[int, typer.Option(min=1, help="take every n-th shape by M*N*K")] = 1,
         offset: Annotated[int, typer.Option(min=0, help="index of the first shape taken")] = 0,
         trials: Annotated[int, typer.Option(min=3, help="server-mode timed calls per kernel")] = 30,
+        prior: Annotated[
+            Path | None,
+            typer.Option(
+                help="an earlier run's results.csv: of the 64+-row tile family, try only its winner"
+            ),
+        ] = None,
     ) -> None:
         """Tune an fp16 GEMM kernel per shape and measure it against torch.matmul and cuBLASLt."""
         import torch
@@ -157,8 +183,9 @@ def register(app: typer.Typer) -> None:
         out.mkdir(parents=True, exist_ok=True)
         shapes = read_shapes(shapes_csv, every, offset)
         if len(gpus) > 1:
-            spawn_workers(shapes_csv, gpus, out, every, offset, trials)
+            spawn_workers(shapes_csv, gpus, out, every, offset, trials, prior)
         else:
-            run_worker(shapes, gpus[0], out, trials)
+            read_prior(prior)  # a bad path fails here, before any GPU work
+            run_worker(shapes, gpus[0], out, trials, prior)
         if os.environ.get("KFORGE_GEMM_WORKER") != "1":
             finish(out, torch.cuda.get_device_name(gpus[0]))

@@ -35,6 +35,17 @@ def summary(rows: list[dict[str, str]]) -> str:
         f"vs cuBLASLt {geomean(_ratio(rows, 'cublaslt_ms', 'kforge_ms')):.3f}x offline, "
         f"{geomean(_ratio(rows, 'cublaslt_server_ms', 'kforge_server_ms')):.3f}x server; "
         f"faster on {wins}; dispatched (torch.matmul where the kernel lost) {geomean([max(s, 1.0) for s in offline]):.3f}x offline"
+        + _vs_best_algo(rows)
+    )
+
+
+def _vs_best_algo(rows: list[dict[str, str]]) -> str:
+    """The comparison with cuBLASLt's best heuristic algorithm, for runs that timed it."""
+    if not rows or not all(r.get("lt_best_ms") not in (None, "", "nan") for r in rows):
+        return ""
+    return (
+        f"; vs cuBLASLt's best algorithm {geomean(_ratio(rows, 'lt_best_ms', 'kforge_ms')):.3f}x offline, "
+        f"{geomean(_ratio(rows, 'lt_best_server_ms', 'kforge_server_ms')):.3f}x server"
     )
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from ....tools.task import Task
 from ..features import TaskFeatures, meta_instance
-from . import compile_modes, conv, corpus_kernels, cuda_graph, fx_rewrite, precision, tf32x3
+from . import compile_modes, conv, corpus_kernels, cuda_graph, fx_rewrite, hgemm_tuned, precision, tf32x3
 from .runners import forward_code, runner_code
 from .source import REFERENCE_BODY, Body, Spec, render
 
@@ -17,6 +17,7 @@ DEFAULT_ORDER = (
     "fx-rewrite",
     "fx-rewrite-compile",
     "tf32x3-gemm",
+    "hgemm-tuned",
     "compile-default",
     "cudnn-compile",
     "cuda-graph",
@@ -43,6 +44,7 @@ class TaskAnalysis:
     gemm3: tuple[Body, list[str]] | None = None  # the forward with its GEMMs on the 3xTF32 kernel
     conv3: tuple[Body, list[str]] | None = None  # ... with its Conv2d layers on the 3xTF32 kernel
     corpus: tuple[str, dict[str, Any]] | None = None
+    hgemm: tuple[int, int, int] | None = None  # (M, N, K) of a forward that is one fp16 a @ b
     params: list[str] = dataclasses.field(default_factory=list)  # forward's argument names
     notes: list[str] = dataclasses.field(default_factory=list)  # why a family does not apply
     views: bool = False  # the forward reshapes with .view(), which channels-last layouts break
@@ -63,6 +65,8 @@ def analyse_task(task: Task, features: TaskFeatures) -> TaskAnalysis:
         analysis.gemm3 = tf32x3.rewrite(model, inputs)
         analysis.conv3 = tf32x3.rewrite_convs(model, inputs)
         analysis.corpus = corpus_kernels.match(model, inputs)
+        gemm = hgemm_tuned.match(model, inputs)
+        analysis.hgemm = gemm[0] if gemm is not None else None
         import torch.fx
 
         graph = torch.fx.symbolic_trace(model).graph
@@ -85,6 +89,8 @@ def base_specs(analysis: TaskAnalysis, precision_class: str, device: str) -> lis
             specs.append(tf32x3.conv_spec(analysis.conv3[1]))
     if analysis.corpus is not None:
         specs.append(corpus_kernels.spec(analysis.corpus[0], 0))
+    if analysis.hgemm is not None:
+        specs.append(hgemm_tuned.base(analysis.hgemm, device))
     specs += compile_modes.specs(features, device)
     specs += cuda_graph.specs(features, device)
     specs += conv.specs(features, device, channels_last=not analysis.views)
@@ -101,6 +107,10 @@ def variants(spec: Spec, analysis: TaskAnalysis, device: str) -> list[Spec]:
         name, variant = spec.body.split(":")[1], int(spec.body.split(":")[2])
         for v in range(variant + 1, corpus_kernels.n_variants(name)):
             out.append(dataclasses.replace(corpus_kernels.spec(name, v), family="combo"))
+    if spec.body.startswith("hgemm:") and analysis.hgemm is not None:
+        out += [
+            dataclasses.replace(v, family="combo") for v in hgemm_tuned.variants(spec, analysis.hgemm, device)
+        ]
     if analysis.features.has_conv and on_gpu and "cudnn-benchmark" not in spec.flags:
         out.append(dataclasses.replace(combo, flags=(*spec.flags, "cudnn-benchmark")))
     if spec.runner == "eager":
@@ -132,6 +142,8 @@ def body_of(spec: Spec, analysis: TaskAnalysis) -> Body:
     if spec.body.startswith("corpus:") and analysis.corpus is not None:
         variant = int(spec.body.split(":")[2])
         return corpus_kernels.body(analysis.corpus[0], analysis.corpus[1], variant, analysis.params)
+    if spec.body.startswith("hgemm:") and analysis.hgemm is not None:
+        return hgemm_tuned.body(spec.body.removeprefix("hgemm:"), analysis.params)
     if spec.body != "reference":
         raise ValueError(f"{spec.name}: body {spec.body!r} does not apply to this task")
     return REFERENCE_BODY
@@ -180,4 +192,6 @@ def family_of(strategy: str) -> str:
             return family if "+" not in strategy else "combo"
     if strategy.startswith("corpus:"):
         return "corpus-triton" if strategy.count("+") == 0 else "combo"
+    if strategy.startswith("hgemm["):
+        return hgemm_tuned.FAMILY if "+" not in strategy else "combo"
     return BASE_FAMILIES.get(strategy, "combo")

@@ -33,7 +33,7 @@ class Spec:
     runner: str = "eager"  # eager | compile | cuda-graph | compile-graph
     mode: str = "default"  # torch.compile mode for the compile runners
     flags: tuple[str, ...] = ()  # cudnn-benchmark, channels-last, nchw, tf32, bf16, aten-convs
-    body: str = "reference"  # reference | fx | tf32x3 | corpus:<kernel>:<variant>
+    body: str = "reference"  # reference | fx | tf32x3 | corpus:<kernel>:<variant> | hgemm:<config>
     tag: str = ""  # how the body shows in the name, e.g. "fx-rewrite[sum-of-linear]"
     note: str = ""  # one line on why it should help, for the plan
 

@@ -1,0 +1,102 @@
+"""The persistent TMA schedule of ``tools/hgemm.py``'s fp16 GEMM, for shapes with half a wave
+of output tiles or more (what cuBLAS's nvjet kernels do on Hopper, short of 2-CTA clusters).
+
+One program per SM (grid = min(#SMs, tiles)) walks the output tiles in grouped order, so the
+launch pays for one wave of CTA starts and the next tile's loads overlap the last one's
+epilogue. Operands come in through tensor descriptors that each program builds on the device
+(``tl.make_tensor_descriptor``; 128 bytes each in a per-launch scratch buffer from the Triton
+allocator): the bulk-copy engine reads each BLOCK_M x BLOCK_K and BLOCK_K x BLOCK_N tile into
+swizzled shared memory, zero-filling past the matrix edge, so no masks or address arithmetic
+run in the K loop; C goes out through a descriptor too, which clips at the edge. Host-built
+descriptors (``TensorDescriptor``) cost 30 to 60 us of host time a call on the H100 machine,
+which showed as GPU time in server mode. ``WARP_SPECIALIZE`` asks Triton to split loads and
+MMAs into separate warp groups; ``SUBTILE`` stores C in two halves. TMA needs 16-byte aligned
+rows: K and N multiples of 8 and 16-byte aligned base pointers.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    # Grouped order: GROUP_M row tiles share the same B column tiles while they sit in L2.
+    group_size = GROUP_M * num_pid_n
+    first_m = (tile // group_size) * GROUP_M
+    rows = min(num_pid_m - first_m, GROUP_M)
+    return first_m + (tile % group_size) % rows, (tile % group_size) // rows
+
+
+@triton.jit
+def _hgemm_tma_kernel(
+    a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    NUM_SMS: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, SUBTILE: tl.constexpr,
+):  # fmt: skip
+    a_desc = tl.make_tensor_descriptor(
+        a_ptr, shape=[M, K], strides=[stride_am, 1], block_shape=[BLOCK_M, BLOCK_K]
+    )
+    b_desc = tl.make_tensor_descriptor(
+        b_ptr, shape=[K, N], strides=[stride_bk, 1], block_shape=[BLOCK_K, BLOCK_N]
+    )
+    C_N: tl.constexpr = BLOCK_N // 2 if SUBTILE else BLOCK_N
+    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, C_N])
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    num_tiles = num_pid_m * num_pid_n
+    # The epilogue recomputes its tile from its own counter, so the flattened (software
+    # pipelined across tiles) loop carries no value from one tile's prologue to its epilogue.
+    tile_c = tl.program_id(axis=0) - NUM_SMS
+    for tile in tl.range(
+        tl.program_id(axis=0), num_tiles, NUM_SMS, flatten=True, warp_specialize=WARP_SPECIALIZE
+    ):
+        pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in range(k_tiles):  # reads BLOCK_M x K of A and K x BLOCK_N of B per tile
+            a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
+            b = b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N])
+            acc = tl.dot(a, b, acc)
+        tile_c += NUM_SMS
+        pid_m, pid_n = _tile_coords(tile_c, num_pid_m, num_pid_n, GROUP_M)
+        if SUBTILE:  # two BLOCK_M x BLOCK_N/2 stores: half the epilogue's shared memory
+            halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
+            left, right = tl.split(halves)
+            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], left.to(tl.float16))
+            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N + BLOCK_N // 2], right.to(tl.float16))
+        else:
+            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(tl.float16))
+
+
+def tma_aligned(*tensors) -> bool:  # type: ignore[no-untyped-def]
+    """Whether TMA can read these row-major tensors: 16-byte base and row stride."""
+    return all(t.data_ptr() % 16 == 0 and t.stride(1) == 1 and t.stride(0) % 8 == 0 for t in tensors)
+
+
+def subtile(block_m: int, block_n: int, num_stages: int) -> bool:
+    """Store C in two halves where a whole tile's epilogue buffer would not fit beside the
+    pipeline's stages (128x256 or 256x128 tiles with 4+ stages)."""
+    return block_m * block_n >= 128 * 256 and num_stages >= 4
+
+
+def tma_grid(m: int, n: int, block_m: int, block_n: int, sms: int) -> int:
+    return min(sms, triton.cdiv(m, block_m) * triton.cdiv(n, block_n))
+
+
+def _scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
+    return torch.empty(size, dtype=torch.int8, device="cuda")
+
+
+def ensure_allocator() -> None:
+    """Give Triton an allocator (torch's caching allocator) for the descriptors' scratch,
+    unless the process has set one."""
+    from triton.runtime import _allocation
+
+    if isinstance(_allocation._allocator.get(), _allocation.NullAllocator):
+        triton.set_allocator(_scratch)
+
+
+TMA_KERNEL = _hgemm_tma_kernel

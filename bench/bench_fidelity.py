@@ -45,8 +45,8 @@ from kforge.tools.task import import_file, load_task
 
 
 def plain_eager_ms(task_file: Path, trials: int = 100, compiled: bool = False) -> float:
-    """The simplest honest measurement: flush L2, synchronize, event, call, event,
-    synchronize (of torch.compile(Model) with ``compiled``)."""
+    """The simplest honest measurement: flush L2, event, call, event, synchronize (of
+    torch.compile(Model) with ``compiled``)."""
     set_precision_flags("fp32")
     module = import_file(task_file, f"plain_{task_file.stem}")
     torch.manual_seed(0)
@@ -64,7 +64,6 @@ def plain_eager_ms(task_file: Path, trials: int = 100, compiled: bool = False) -
         stop_compile_pools()  # torch.compile's worker pool warms up (imports) in the background
         for _ in range(trials):
             flush.zero_()
-            torch.cuda.synchronize()  # each call starts on an idle GPU, as after the last one
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             fn(*inputs)

@@ -1,6 +1,5 @@
 """Timing one callable: CUDA events with a device-wide synchronize and L2 flushed between
-trials on the GPU, each timed call starting on an idle GPU; the wall clock on the CPU (and
-labelled so).
+trials on the GPU; the wall clock on the CPU (and labelled so).
 
 The timer functions are bound when this module is imported, before any candidate code
 runs, so a candidate that patches ``torch.cuda.Event`` or ``time.perf_counter`` later
@@ -26,7 +25,7 @@ _record = torch.cuda.Event.record
 _stream_synchronize = torch.cuda.Stream.synchronize
 _current_stream = torch.cuda.current_stream
 
-CUDA_LABEL = "cuda events, device-wide sync, L2 flushed, each call from an idle GPU"
+CUDA_LABEL = "cuda events, device-wide sync, L2 flushed"
 CPU_LABEL = "cpu wall clock (not GPU time)"
 
 
@@ -81,8 +80,9 @@ class Timer:
             for i in range(len(names)):
                 name = names[(rounds + i) % len(names)]
                 before = befores.get(name)
-                if before is not None:
-                    before()
+                if before is not None:  # its GPU work done before the flush: every callable's
+                    before()  # timed call starts behind the flush alone, as in a plain loop
+                    self.sync()
                 samples[name].append(self._one(entries[name]))
                 if last and on_last is not None:
                     on_last(name, self.last_output)
@@ -96,11 +96,6 @@ class Timer:
             self.last_output = fn()
             return (_perf_counter() - start) * 1e3
         self._flush.zero_()  # evict the inputs from L2: every trial starts cold
-        # ... on an idle GPU, as every call of a plain `start; fn(); end; synchronize()` loop
-        # does: the call's host time counts in full. Recorded behind the flush instead, host
-        # time showed only where it outlasted the flush (and whatever ran before it), so a
-        # launch-bound forward measured its host time minus a flush whose length drifts.
-        _synchronize()
         start_ev, end_ev = _Event(enable_timing=True), _Event(enable_timing=True)
         _record(start_ev)
         self.last_output = fn()

@@ -15,9 +15,8 @@ median ratio should be within 3% of 1, every task within 5%.
 
 With ``--load N`` each task is evaluated twice more with N busy processes on the host, as a
 batch's own background work (nvcc, Inductor compile pools, other GPUs' workers) would be:
-started the way kforge starts its workers (off the cores reserved for timing,
-tools/quiet.py), and once with the reservation off (``KFORGE_TIMING_CPUS=off``, kforge
-before it). The plain loops run on an idle host.
+started the way kforge starts its workers with ``KFORGE_TIMING_CPUS=auto`` (off the cores
+reserved for timing, tools/quiet.py), and once with the reservation off (the default). The plain loops run on an idle host.
 
     python bench/bench_fidelity.py KERNELBENCH_DIR [--per-level 7]
     python bench/bench_fidelity.py KERNELBENCH_DIR --launch-bound [--tasks 3/20,3/21] [--load 32]
@@ -85,8 +84,7 @@ def host_load(processes: int, reserve: bool):
     """``processes`` busy loops, started as kforge starts its workers (``reserve``: off the
     cores kept for timing); with ``reserve`` False the reservation is off for kforge too."""
     saved = os.environ.get(ENV)
-    if not reserve:
-        os.environ[ENV] = "off"
+    os.environ[ENV] = "auto" if reserve else "off"
     cpus = background_cpus(timing_env("cuda", "0")) if reserve else None
     procs = [
         subprocess.Popen(

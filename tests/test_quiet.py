@@ -40,6 +40,8 @@ class ModelNew(nn.Module):
 
 def test_reserved_cores_follow_the_setting_or_the_host(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(quiet.ENV, raising=False)
+    assert quiet.reserved_cpus(gpus=1, allowed=list(range(16))) == []  # off unless asked for
+    monkeypatch.setenv(quiet.ENV, "auto")
     assert quiet.reserved_cpus(gpus=1, allowed=list(range(16))) == [15]
     assert quiet.reserved_cpus(gpus=2, allowed=list(range(8))) == [6, 7]
     assert quiet.reserved_cpus(gpus=8, allowed=list(range(16))) == []  # too few cores to spare
@@ -51,12 +53,12 @@ def test_reserved_cores_follow_the_setting_or_the_host(monkeypatch: pytest.Monke
     env = quiet.timing_env("cuda", "1")
     assert env == {quiet.ENV: "3,7", quiet.MINE: "7"}  # GPU 1 times on the second reserved core
     monkeypatch.setenv(quiet.ENV, "three")
-    with pytest.raises(SystemExit, match="give core numbers like 14,15, or off"):
+    with pytest.raises(SystemExit, match="give core numbers like 14,15, auto or off"):
         quiet.reserved_cpus()
 
 
 def test_cpu_timing_is_left_alone_unless_cores_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(quiet.ENV, raising=False)
+    monkeypatch.setenv(quiet.ENV, "auto")
     assert quiet.timing_env("cpu", "") == {quiet.ENV: "off"}
     assert quiet.background_cpus({quiet.ENV: "off"}) is None
 

@@ -8,16 +8,20 @@ of a CUDA-graph candidate over eager tripled. In a batch the busy processes are 
 own: nvcc builds, Inductor's compile pools, spare workers importing torch, other GPUs'
 workers. So, on a CUDA host with enough cores:
 
-- one core per GPU is reserved for timing (the host's last cores, one per GPU);
-- every worker kforge starts runs on the other cores, and so does all it starts;
-- only the thread that times moves to its GPU's reserved core, for the timed region;
 - Inductor's compile-worker pool, which torch.compile starts and warms up (importing torch
-  in several processes) just before timing, is shut down first.
+  in several processes) just before timing, is shut down first;
+- :class:`HostLoad` counts the timing thread's involuntary context switches, so a busy host
+  is reported with the result (a flag on it);
+- on request (``KFORGE_TIMING_CPUS=auto``, or the cores: ``KFORGE_TIMING_CPUS=14,15``) cores
+  are reserved for timing, one per GPU (GPU ordinal i times on the i-th, modulo their
+  number): every worker kforge starts runs on the other cores, and so does all it starts,
+  and only the thread that times moves to its GPU's core, for the timed region.
 
-What other programs run on the host is out of reach; :class:`HostLoad` counts the timing
-thread's involuntary context switches, so a busy host is reported with the result.
-``KFORGE_TIMING_CPUS=off`` turns the reservation off; ``KFORGE_TIMING_CPUS=3,7`` names the
-reserved cores (GPU ordinal i times on the i-th, modulo their number).
+The reservation is off by default: on the H100's host it brought eager and torch.compile
+times under load closer to a plain loop for an attention and an MLP (1.09 and 1.07 of the
+plain loop without it, 1.04 and 1.02 with it), but a pinned worker also timed a 20-op chain
+and EfficientNetB2's eager forward 1.5-2x slower than unpinned ones on an idle host, which is
+not understood (docs/benchmarks.md, issue 17).
 """
 
 from __future__ import annotations
@@ -50,16 +54,17 @@ def host_gpus(dev: Path = Path("/dev")) -> int:
 
 
 def reserved_cpus(gpus: int | None = None, allowed: list[int] | None = None) -> list[int]:
-    """The cores kept for timing: from ``KFORGE_TIMING_CPUS``, else one per GPU at the end of
-    this process's cores when at least two per GPU plus two stay for everything else."""
+    """The cores kept for timing as ``KFORGE_TIMING_CPUS`` says: none (unset or off), the
+    cores it names, or (auto) one per GPU at the end of this process's cores when at least two
+    per GPU plus two stay for everything else."""
     setting = os.environ.get(ENV, "").strip()
-    if setting == "off":
+    if setting in ("", "off"):
         return []
-    if setting:
+    if setting != "auto":
         try:
             return [int(c) for c in setting.split(",")]
         except ValueError:
-            raise SystemExit(f"{ENV}={setting!r}: give core numbers like 14,15, or off") from None
+            raise SystemExit(f"{ENV}={setting!r}: give core numbers like 14,15, auto or off") from None
     n = max(1, host_gpus()) if gpus is None else gpus
     cpus = _allowed() if allowed is None else allowed
     if n < 1 or len(cpus) < 2 * n + 2:
@@ -71,7 +76,8 @@ def timing_env(device: str, visible_gpu: str) -> dict[str, str]:
     """What a worker's environment says about the reservation: all reserved cores (to stay
     off) and the one its GPU times on. CPU timing (the wall clock of torch's CPU threads) is
     left alone unless ``KFORGE_TIMING_CPUS`` names cores."""
-    reserved = reserved_cpus() if device == "cuda" or os.environ.get(ENV) else []
+    setting = os.environ.get(ENV, "")
+    reserved = reserved_cpus() if device == "cuda" or setting not in ("", "off", "auto") else []
     if not reserved:
         return {ENV: "off"}
     index = int(visible_gpu) if visible_gpu.isdigit() else 0

@@ -106,7 +106,7 @@ class Job:
             self.note("phases: " + ", ".join(f"{k} {v:.1f} s" for k, v in self.phases.items()))
         if self.meter is not None:
             fields.setdefault("peak_memory_mb", self.meter.peak_mb())
-        if self.host_load is not None and self.host_load.busy:
+        if self.host_load is not None and self.host_load.busy and self.device.type == "cuda":
             fields["flags"] = [*fields.get("flags", []), BUSY_HOST_FLAG]
         return Result(
             status=status,

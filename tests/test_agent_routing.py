@@ -41,7 +41,7 @@ def test_stop_rules(changes, decision):
 
 
 def test_routing_follows_the_decision_and_raises_on_anything_else():
-    assert after_critic({"decision": "continue"}) == "coder"
+    assert after_critic({"decision": "continue"}) == "choose"
     assert after_critic({"decision": "replan"}) == "planner"
     assert after_critic({"decision": "stop"}) == "__end__"
     with pytest.raises(RoutingError):

@@ -41,7 +41,7 @@ def _tool(name: str, description: str, **params: str) -> dict[str, Any]:
 TOOLS = [
     _tool(
         "evaluate",
-        "Verify and time a candidate file (defining ModelNew) on the loaded task.",
+        "Verify and time a candidate file (defining ModelNew) on the loaded task; it joins the attempts.",
         path="file path",
     ),
     _tool(
@@ -81,8 +81,13 @@ def _profile(s: Session, attempt_id: str) -> dict[str, Any]:
     return result.headline() | {"roofline": roofline, "ncu": result.ncu}
 
 
+def _evaluate(s: Session, path: str) -> dict[str, Any]:
+    step = s.evaluate_file(Path(path))
+    return {"id": step.attempt.attempt_id} | (step.result.headline() if step.result else {})
+
+
 HANDLERS: dict[str, Callable[..., Any]] = {
-    "evaluate": lambda s, path: s.evaluate_file(Path(path)).headline(),
+    "evaluate": _evaluate,
     "run_round": _run,
     "attempts": _steps,
     "profile": _profile,

@@ -48,6 +48,7 @@ class Session:
     run_dir: Path | None = None
     run_id: str | None = None
     task: Task | None = None
+    typed_ahead: list[str] = dataclasses.field(default_factory=list)  # lines typed while a round ran
 
     # The run
 
@@ -98,11 +99,6 @@ class Session:
         with self._graph() as (graph, config):
             graph.update_state(config, values, as_node=as_node)
 
-    def next_nodes(self) -> tuple[str, ...]:
-        """Where the graph stands: the nodes it runs next (() when finished)."""
-        snapshot = self._snapshot()
-        return ("planner",) if snapshot is None else tuple(snapshot.next)
-
     def run(self, rounds: int | None = None) -> RunSummary:
         """Run ROUNDS more rounds (default: the settings'; a round stopped midway counts as one),
         with plan approval and, when asked for, the choice of what each round builds on. A
@@ -122,14 +118,17 @@ class Session:
             with listener.paused():
                 return answer(payload)
 
-        with listener:
-            return optimize(
-                None,
-                settings,
-                on_event=RichRenderer(self.console),
-                resume=run_dir,
-                on_interrupt=on_interrupt,
-            )
+        try:
+            with listener:
+                return optimize(
+                    None,
+                    settings,
+                    on_event=RichRenderer(self.console),
+                    resume=run_dir,
+                    on_interrupt=on_interrupt,
+                )
+        finally:
+            self.typed_ahead += listener.typed
 
     def pick(self, attempt_id: str) -> None:
         """Build the next round on ``attempt_id`` (the field the choice interrupt sets)."""

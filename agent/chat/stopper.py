@@ -1,8 +1,9 @@
 """``/stop`` while a round runs. The round runs in the main thread, as in ``kforge optimize``, so
 Ctrl-C, the sandbox's kill of the worker's process group on KeyboardInterrupt and ``optimize``'s
 ``stopped`` bookkeeping work unchanged. Meanwhile a thread reads the lines typed: ``/stop``
-sends SIGINT to the main thread, which is then exactly a Ctrl-C. While the run asks a question
-(an interrupt's prompt) the thread reads nothing.
+sends SIGINT to the main thread, which is then exactly a Ctrl-C; other lines are kept in
+``typed`` and run once the round is over. While the run asks a question (an interrupt's
+prompt) the thread reads nothing.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class StopListener:
         self._paused = False
         self._done = threading.Event()
         self._stopping = False
+        self.typed: list[str] = []  # lines typed meanwhile, to run after the round
         self._thread = threading.Thread(target=self._listen, name="kforge-stop", daemon=True)
 
     def __enter__(self) -> StopListener:
@@ -53,6 +55,9 @@ class StopListener:
             self._paused = False
 
     def _listen(self) -> None:
+        # Ctrl-C's SIGINT must reach the main thread: a signal handled by this thread's C handler
+        # may wait there until the main thread next switches threads.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         typed = ""
         while not self._done.is_set():
             with self._lock:
@@ -77,11 +82,12 @@ class StopListener:
         return data or None  # b"": end of input
 
     def _typed(self, line: str) -> None:
-        if line == "/stop" and not self._stopping:
+        if line == "/stop" and not self._stopping and not self._done.is_set():
             self._stopping = True  # one signal: a second one could land in optimize's own cleanup
             self.console.print("stopping the round ...", highlight=False)
             signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
         elif self._stopping:
             self.console.print("stopping the round ...", highlight=False)
-        elif line:
-            self.console.print(f"a round is running: /stop stops it ({line!r} was not run)", highlight=False)
+        elif line and line != "/stop":
+            self.typed.append(line)
+            self.console.print(f"{line!r} runs when the round is over (/stop stops it)", highlight=False)

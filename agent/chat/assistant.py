@@ -46,8 +46,8 @@ TOOLS = [
     ),
     _tool(
         "run_round",
-        "Run or continue the optimization loop (the user approves the plan).",
-        rounds="rounds at most",
+        "Run more rounds of the optimization loop, or finish a stopped one (the user approves the plan).",
+        rounds="rounds to run from here",
     ),
     _tool("attempts", "Every attempt of the run with status and speedup vs eager."),
     _tool("profile", "Timings, roofline and ncu figures of one attempt.", attempt_id="e.g. r1-c0"),

@@ -84,7 +84,7 @@ def pick_cmd(s: Session, arg: str) -> None:
 
 
 def choose_cmd(s: Session, arg: str) -> None:
-    """/choose [on|off]: show or set whether /run stops after each round for you to choose what the next builds on."""
+    """/choose [on|off]: show or set whether /run stops after each round that goes on, for you to choose what the next builds on."""
     if arg.strip():
         if arg.strip() not in ("on", "off"):
             raise ChatError("usage: /choose [on|off]")

@@ -1,6 +1,6 @@
 """The optimization loop as a LangGraph StateGraph. This module only wires.
 
-planner -> coder -> evaluate -> profiler -> critic -> coder (next round) | planner (replan) | END
+planner -> coder -> evaluate -> profiler -> critic -> choose -> coder (next round) | planner (replan) | END
 """
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 from langgraph.graph import END, START, StateGraph
 
 from .context import RunContext
+from .nodes.choose import choose
 from .nodes.coder import coder
 from .nodes.critic import critic
 from .nodes.evaluate import evaluate
@@ -24,10 +25,12 @@ def build_graph() -> StateGraph[State, RunContext, RunInput, State]:
     graph.add_node("evaluate", evaluate)
     graph.add_node("profiler", profiler)
     graph.add_node("critic", critic)
+    graph.add_node("choose", choose)
     graph.add_edge(START, "planner")
     graph.add_edge("planner", "coder")
     graph.add_edge("coder", "evaluate")
     graph.add_edge("evaluate", "profiler")
     graph.add_edge("profiler", "critic")
-    graph.add_conditional_edges("critic", after_critic, {"coder": "coder", "planner": "planner", END: END})
+    graph.add_conditional_edges("critic", after_critic, {"choose": "choose", "planner": "planner", END: END})
+    graph.add_edge("choose", "coder")
     return graph

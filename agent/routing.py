@@ -13,10 +13,11 @@ class RoutingError(RuntimeError):
     pass
 
 
-def after_critic(state: State) -> Literal["coder", "planner", "__end__"]:
+def after_critic(state: State) -> Literal["choose", "planner", "__end__"]:
+    """Continue: the next round, after the user's choice of what it builds on (when asked for)."""
     decision = state.get("decision")
     if decision == "continue":
-        return "coder"
+        return "choose"
     if decision == "replan":
         return "planner"
     if decision == "stop":

@@ -4,8 +4,9 @@ A run folder holds ``run.json``, the task as it was given, ``trajectories.db`` (
 ``checkpoint.db`` (langgraph's SQLite checkpointer, thread id = run id), ``events.jsonl``,
 ``report.md`` and ``best.py``. A run stopped at any point continues with ``resume``.
 
-With ``settings.approve`` the graph stops on LangGraph interrupts (plan approval); ``optimize``
-hands each one to ``on_interrupt`` and resumes the graph with its answer (``Command(resume=...)``).
+With ``settings.approve`` the graph stops on LangGraph interrupts for plan approval, with
+``settings.choose`` for the choice of the attempt the next round builds on; ``optimize`` hands
+each one to ``on_interrupt`` and resumes the graph with its answer (``Command(resume=...)``).
 A run stopped with Ctrl-C is marked ``stopped``: what was evaluated is in the store, and
 ``resume`` reuses it.
 """
@@ -239,7 +240,8 @@ def optimize(
         conn.close()
     if final.get("__interrupt__"):
         kind = final["__interrupt__"][0].value.get("kind", "input")
-        return RunSummary(run_id, run_dir, "paused", f"waiting for {kind} approval", None, None, None)
+        waiting = "the choice of what to build on" if kind == "choice" else f"{kind} approval"
+        return RunSummary(run_id, run_dir, "paused", f"waiting for {waiting}", None, None, None)
     reason = final.get("reason", "finished")
     store.finish_run(run_id, "finished", reason)
     best_path = write_outputs(store, run_id, run_dir)

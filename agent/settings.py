@@ -33,6 +33,7 @@ class RunSettings:
     min_improvement: float = 0.01  # a round improves when its best beats the old best by this fraction
     replan_after_failed_rounds: int = 2  # consecutive rounds where every candidate failed -> new plan
     approve: bool = False  # stop (a LangGraph interrupt) for the user to approve or edit each plan
+    choose: bool = False  # stop (a LangGraph interrupt) after each round to pick what the next builds on
     # Evaluation
     device: str = "cuda"  # "cuda" or "cpu"
     precision: str = "fp32"  # precision class candidates are checked under

@@ -40,6 +40,7 @@ class State(TypedDict, total=False):
     analysis: str  # the critic's latest contrastive analysis
     best_attempt_id: str | None
     best_speedup: float | None
+    base_attempt_id: str | None  # what the next round builds on, the user's pick (None: the policy's)
     rounds_without_improvement: int
     failed_rounds_in_row: int
     elapsed_s: float  # time spent in the loop, summed over resumed sessions

@@ -33,7 +33,7 @@ CREATE TABLE IF NOT EXISTS attempts (
     run_id TEXT NOT NULL, attempt_id TEXT NOT NULL, task_hash TEXT NOT NULL, round INTEGER NOT NULL,
     idx INTEGER NOT NULL, source TEXT NOT NULL, strategy TEXT NOT NULL, plan TEXT NOT NULL,
     analysis TEXT NOT NULL, raw TEXT NOT NULL, error TEXT NOT NULL, policy TEXT NOT NULL, model TEXT,
-    created_at REAL NOT NULL, PRIMARY KEY (run_id, attempt_id));
+    created_at REAL NOT NULL, parent TEXT NOT NULL DEFAULT '', PRIMARY KEY (run_id, attempt_id));
 CREATE TABLE IF NOT EXISTS results (
     run_id TEXT NOT NULL, attempt_id TEXT NOT NULL, status TEXT NOT NULL, speedup_vs_eager REAL,
     candidate_ms REAL, result_json TEXT NOT NULL, created_at REAL NOT NULL,
@@ -47,6 +47,9 @@ CREATE TABLE IF NOT EXISTS llm_calls (
     prompt_tokens INTEGER, completion_tokens INTEGER, latency_s REAL NOT NULL,
     error TEXT NOT NULL DEFAULT '', created_at REAL NOT NULL);
 """
+
+
+USER_POLICY = "user"  # the policy of an attempt the user wrote (chat's /eval)
 
 
 @dataclasses.dataclass
@@ -64,6 +67,7 @@ class AttemptRecord:
     error: str = ""
     policy: str = ""
     model: str | None = None
+    parent: str = ""  # the attempt it builds on ("": the task's own module)
 
 
 @dataclasses.dataclass
@@ -94,6 +98,19 @@ class Trajectory:
     analyses: dict[int, dict[str, str]]  # round -> kind ("plan", "critic") -> text
 
 
+def _add_parent_column(conn: sqlite3.Connection) -> None:
+    """Stores written before attempts had parents get the column (empty: built on the task)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(attempts)")}
+        if "parent" not in columns:
+            conn.execute("ALTER TABLE attempts ADD COLUMN parent TEXT NOT NULL DEFAULT ''")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
 class Store:
     def __init__(self, path: Path, *, busy_timeout_s: float = 60.0) -> None:
         self.path = Path(path)
@@ -111,6 +128,7 @@ class Store:
             conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_s * 1000)}")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.executescript(SCHEMA)
+            _add_parent_column(conn)
             conn.row_factory = sqlite3.Row
             self._conn, self._pid = conn, os.getpid()
         return self._conn
@@ -164,8 +182,10 @@ class Store:
         row = dataclasses.asdict(attempt)
         with self._write() as conn:
             conn.execute(
-                "INSERT OR IGNORE INTO attempts VALUES (:run_id, :attempt_id, :task_hash, :round, :idx, :source,"
-                " :strategy, :plan, :analysis, :raw, :error, :policy, :model, :created_at)",
+                "INSERT OR IGNORE INTO attempts (run_id, attempt_id, task_hash, round, idx, source, strategy,"
+                " plan, analysis, raw, error, policy, model, created_at, parent) VALUES (:run_id, :attempt_id,"
+                " :task_hash, :round, :idx, :source, :strategy, :plan, :analysis, :raw, :error, :policy, :model,"
+                " :created_at, :parent)",
                 {**row, "run_id": run_id, "task_hash": task_hash, "created_at": time.time()},
             )
 

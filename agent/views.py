@@ -41,6 +41,7 @@ def policy_context(state: State, rc: RunContext, round: int) -> Context:
         analysis=state.get("analysis", ""),
         round=round,
         profile=state.get("profile", ""),
+        base=state.get("base_attempt_id"),
     )
 
 
@@ -54,6 +55,18 @@ def attempt_state(record: AttemptRecord) -> AttemptState:
         analysis=record.analysis,
         error=record.error,
     )
+
+
+def unbuildable(state: State, attempt_id: str) -> str | None:
+    """Why the next round cannot build on ``attempt_id`` (one line), or None when it can."""
+    attempt = next((a for a in state.get("attempts", []) if a["attempt_id"] == attempt_id), None)
+    if attempt is None:
+        return f"no attempt {attempt_id!r} in this run: /attempts lists them"
+    if attempt_id not in state.get("results", {}):
+        return f"{attempt_id} was not evaluated yet: /run continues the round"
+    if not attempt["source"]:
+        return f"{attempt_id} has no code to build on (its answer could not be parsed)"
+    return None
 
 
 def speed_of(result: Result) -> float | None:

@@ -41,7 +41,7 @@ def test_stop_rules(changes, decision):
 
 
 def test_routing_follows_the_decision_and_raises_on_anything_else():
-    assert after_critic({"decision": "continue"}) == "coder"
+    assert after_critic({"decision": "continue"}) == "choose"
     assert after_critic({"decision": "replan"}) == "planner"
     assert after_critic({"decision": "stop"}) == "__end__"
     with pytest.raises(RoutingError):
@@ -148,3 +148,42 @@ def test_interrupted_round_resumes_without_evaluating_again(tmp_path):
 def test_a_round_with_nothing_proposed_stops_the_run() -> None:
     decision, reason = decide(progress(proposed=0), SETTINGS)
     assert (decision, reason) == ("stop", "the policy has nothing more to try")
+
+
+class Recording(Scripted):
+    """Records the attempt each round was told to build on (the user's choice)."""
+
+    def __init__(self) -> None:
+        super().__init__(set())
+        self.bases: list[str | None] = []
+
+    def propose(self, ctx, k):
+        self.bases.append(ctx.base)
+        return super().propose(ctx, k)
+
+
+def test_the_choice_interrupt_pauses_after_a_round_and_the_answer_is_what_the_next_builds_on(tmp_path):
+    """``kforge optimize --choose``: unanswered, the run pauses after round 1; resumed with
+    ``Command(resume=attempt_id)`` (or "" to keep the policy's choice), the next round builds on it."""
+    policy = Recording()
+    paused, _ = run(tmp_path, policy, FakeEvaluator(), rounds=3, choose=True)
+    assert (paused.status, paused.reason) == ("paused", "waiting for the choice of what to build on")
+    asked: list[dict] = []
+
+    def answer(payload: dict) -> str:
+        asked.append(payload)
+        return "r1-c1" if payload["round"] == 1 else ""
+
+    settings = RunSettings(
+        rounds=3, candidates=2, patience=3, device="cpu", retrieval=False, out=tmp_path, choose=True
+    )
+    done = optimize(
+        None, settings, policy=policy, evaluator=FakeEvaluator(), resume=paused.run_dir, on_interrupt=answer
+    )
+    assert done.status == "finished" and [p["round"] for p in asked] == [1, 2]
+    assert [c["attempt_id"] for c in asked[1]["candidates"]][:2] == ["r2-c0", "r2-c1"]  # fastest first
+    assert policy.bases == [None, "r1-c1", None]  # the choice serves one round
+    with pytest.raises(ValueError, match="no attempt 'r9-c9'"):
+        optimize(
+            TASK, settings, policy=Recording(), evaluator=FakeEvaluator(), on_interrupt=lambda p: "r9-c9"
+        )

@@ -1,7 +1,8 @@
 """``kforge chat`` through a real pseudo-terminal (pexpect): the embedded policy with an edited
 plan, a model that calls a tool and streams its answer (the local replay server), Ctrl-C in
-the middle of a round and ``--resume`` with nothing evaluated twice, bad input answered in
-one line. Everything runs on the CPU."""
+the middle of a round and ``--resume`` with nothing evaluated twice, ``/stop`` typed while a
+round runs, ``/eval`` joining the attempts, ``/pick`` and the choice interrupt deciding what a
+round builds on, bad input answered in one line. Everything runs on the CPU."""
 
 from __future__ import annotations
 
@@ -70,6 +71,12 @@ def evaluations(run_dir: Path) -> list[dict]:
     return [e for e in map(json.loads, lines) if e["kind"] == "candidate_evaluated"]
 
 
+def results_rows(run_dir: Path) -> dict[str, float]:
+    """attempt id -> when its result was written (a result evaluated again would be a new write)."""
+    with sqlite3.connect(run_dir / "trajectories.db") as conn:
+        return dict(conn.execute("SELECT attempt_id, created_at FROM results").fetchall())
+
+
 def run_dir_of(tmp_path: Path) -> Path:
     (run_dir,) = (tmp_path / "runs").iterdir()
     return run_dir
@@ -132,6 +139,8 @@ def test_ctrl_c_mid_round_then_resume_evaluates_nothing_twice_and_the_model_call
         child.expect(pexpect.EOF)
         run_dir = run_dir_of(tmp_path)
         assert [e["attempt_id"] for e in evaluations(run_dir)] == ["r1-c0"]
+        landed = results_rows(run_dir)
+        assert set(landed) == {"baseline", "r1-c0"}  # r1-c1 was killed in flight: no result
 
         child = spawn(tmp_path, "--resume", str(run_dir), url=server.url)
         assert "> /run" in child.before and "resumed" in child.before  # the conversation is back on screen
@@ -141,6 +150,9 @@ def test_ctrl_c_mid_round_then_resume_evaluates_nothing_twice_and_the_model_call
         child.expect(pexpect.EOF)
     finally:
         server.stop()
+    after = results_rows(run_dir)
+    assert set(after) == {"baseline", "r1-c0", "r1-c1"}
+    assert {k: after[k] for k in landed} == landed  # the baseline and r1-c0 were not measured again
     events = evaluations(run_dir)
     assert sorted(e["attempt_id"] for e in events if not e["reused"]) == ["r1-c0", "r1-c1"]
     assert [e["attempt_id"] for e in events if e["reused"]] == ["r1-c0"]
@@ -184,3 +196,80 @@ def test_plan_approval_interrupt_pauses_the_run_and_resumes_with_the_edited_plan
     assert len(server.requests) == 3  # the plan was not asked for again
     assert "User: keep it torch-only." in server.prompts()[1]  # the coder followed the edited plan
     assert [e["attempt_id"] for e in evaluations(done.run_dir)] == ["r1-c0"]
+
+
+def test_eval_joins_the_attempts_and_pick_and_the_choice_interrupt_set_what_rounds_build_on(tmp_path):
+    """/eval records u1; /pick u1 makes round 2 build on it; with /choose on, the graph stops after
+    round 2 (a LangGraph interrupt) and the answer r1-c0 makes round 3 build on that."""
+    recorded = json.loads((FIXTURES / "answers_kill.json").read_text())
+    plan, torch_only, critic = recorded[0], recorded[1], recorded[3]
+    unparsable = "I would rather not write code today."
+    answers = [plan, torch_only, critic, unparsable, "r2-c0 failed.", unparsable, "r3-c0 failed."]
+    server = ReplayServer(answers).start()
+    try:
+        child = spawn(tmp_path, str(TASK), "--rounds", "1", "--candidates", "1", url=server.url)
+        child.sendline("/run")
+        child.expect_exact("approve the plan?")
+        child.sendline("y")
+        child.expect_exact("r1-c0 ok")
+        child.expect_exact("done")
+        child.expect_exact(PROMPT)
+        out = say(child, "/pick 999", "/attempts lists them")
+        assert out.count("error:") == 1 and "no attempt '999'" in out
+        out = say(child, f"/eval {TASK}", "defining class ModelNew")
+        assert out.count("error:") == 1 and "does not define class ModelNew" in out
+        say(child, f"/eval {FIXTURES / 'candidates' / 'add_relu_triton.py'}", "recorded as u1")
+        assert "user" in say(child, "/attempts", "u1")
+        say(child, "/pick u1", "the next round builds on u1")
+        say(child, "/choose on", "choose on")
+        child.sendline("/run 2")
+        child.expect_exact("r2-c0 format_error")
+        child.expect_exact("build round 3 on which attempt?")
+        child.sendline("r1-c0")
+        child.expect_exact("r3-c0 format_error")
+        child.expect_exact("all 3 rounds done")
+        child.expect_exact(PROMPT)
+        child.sendline("/quit")
+        child.expect(pexpect.EOF)
+    finally:
+        server.stop()
+    run_dir = run_dir_of(tmp_path)
+    with sqlite3.connect(run_dir / "trajectories.db") as conn:
+        parents = dict(conn.execute("SELECT attempt_id, parent FROM attempts").fetchall())
+        (status,) = conn.execute("SELECT status FROM results WHERE attempt_id='u1'").fetchone()
+    assert parents == {"r1-c0": "", "u1": "", "r2-c0": "u1", "r3-c0": "r1-c0"} and status == "ok"
+    coder_prompts = [server.prompts()[i] for i in (1, 3, 5)]
+    assert "Build on" not in coder_prompts[0]
+    assert "### u1 (round 1, chosen by the user, user)" in coder_prompts[1]
+    assert "### r1-c0 (round 1, chosen by the user, llm)" in coder_prompts[2]
+    assert len(server.requests) == len(answers)
+
+
+def test_stop_typed_mid_round_keeps_what_landed_and_run_finishes_the_round(tmp_path):
+    recorded = json.loads((FIXTURES / "answers_kill.json").read_text())
+    server = ReplayServer(recorded).start()
+    try:
+        child = spawn(tmp_path, str(TASK), "--rounds", "1", "--candidates", "2", url=server.url)
+        child.sendline("/run")
+        child.expect_exact("approve the plan?")
+        child.sendline("y")
+        child.expect_exact("r1-c0 ok")
+        child.sendline("/stop")  # typed while r1-c1 (Triton, interpreted) is in flight
+        child.expect_exact("nothing evaluated is lost")
+        child.expect_exact(PROMPT)
+        run_dir = run_dir_of(tmp_path)
+        landed = results_rows(run_dir)
+        assert set(landed) == {"baseline", "r1-c0"}
+        with sqlite3.connect(run_dir / "trajectories.db") as conn:
+            assert conn.execute("SELECT status FROM runs").fetchone() == ("stopped",)
+        say(child, "/run", "r1-c0 ok", "(from store)", "r1-c1", "done")
+        child.sendline("/quit")
+        child.expect(pexpect.EOF)
+    finally:
+        server.stop()
+    after = results_rows(run_dir)
+    assert set(after) == {"baseline", "r1-c0", "r1-c1"}
+    assert {k: after[k] for k in landed} == landed  # what landed was not written again
+    events = evaluations(run_dir)
+    assert sorted(e["attempt_id"] for e in events if not e["reused"]) == ["r1-c0", "r1-c1"]
+    assert len(server.requests) == 4  # plan, two candidates, critic: none asked twice

@@ -211,3 +211,16 @@ def test_max_autotune_keeps_cudnn_for_networks_of_many_convolutions():
         assert (inductor.max_autotune_conv_backends, inductor.max_autotune_gemm_backends) == ("ATEN", "ATEN")
     finally:
         inductor.max_autotune_conv_backends, inductor.max_autotune_gemm_backends = before
+
+
+def test_the_attempt_the_user_chose_is_tuned_first_and_recorded_as_parent():
+    policy = EmbeddedPolicy(families=("compile-default", "cuda-graph"))
+    first = policy.propose(_ctx("scale_tanh"), 2)
+    assert [p.parent for p in first] == ["", ""]  # round 1 builds on the task's own module
+    winner = next(p for p in first if p.strategy == "compile-default")
+    attempts = [_measured(p, i, 0.01 if p is winner else 0.05) for i, p in enumerate(first)]
+    slower = next(a.attempt_id for a in attempts if a.strategy != "compile-default")
+    assert policy.propose(_ctx("scale_tanh", attempts), 2)[0].parent != slower  # the winner by default
+    ctx = _ctx("scale_tanh", attempts)
+    ctx.base = slower
+    assert policy.propose(ctx, 2)[0].parent == slower

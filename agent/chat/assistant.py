@@ -41,13 +41,13 @@ def _tool(name: str, description: str, **params: str) -> dict[str, Any]:
 TOOLS = [
     _tool(
         "evaluate",
-        "Verify and time a candidate file (defining ModelNew) on the loaded task.",
+        "Verify and time a candidate file (defining ModelNew) on the loaded task; it joins the attempts.",
         path="file path",
     ),
     _tool(
         "run_round",
-        "Run or continue the optimization loop (the user approves the plan).",
-        rounds="rounds at most",
+        "Run more rounds of the optimization loop, or finish a stopped one (the user approves the plan).",
+        rounds="rounds to run from here",
     ),
     _tool("attempts", "Every attempt of the run with status and speedup vs eager."),
     _tool("profile", "Timings, roofline and ncu figures of one attempt.", attempt_id="e.g. r1-c0"),
@@ -81,8 +81,13 @@ def _profile(s: Session, attempt_id: str) -> dict[str, Any]:
     return result.headline() | {"roofline": roofline, "ncu": result.ncu}
 
 
+def _evaluate(s: Session, path: str) -> dict[str, Any]:
+    step = s.evaluate_file(Path(path))
+    return {"id": step.attempt.attempt_id} | (step.result.headline() if step.result else {})
+
+
 HANDLERS: dict[str, Callable[..., Any]] = {
-    "evaluate": lambda s, path: s.evaluate_file(Path(path)).headline(),
+    "evaluate": _evaluate,
     "run_round": _run,
     "attempts": _steps,
     "profile": _profile,

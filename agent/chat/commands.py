@@ -59,7 +59,7 @@ def plan_cmd(s: Session, arg: str) -> None:
 
 
 def run_cmd(s: Session, arg: str) -> None:
-    """/run [ROUNDS]: run or continue the loop; Ctrl-C stops the round, keeping every result."""
+    """/run [ROUNDS]: run ROUNDS more rounds (default --rounds), or finish the round that was stopped."""
     if arg.strip() and not arg.strip().isdigit():
         raise ChatError("usage: /run [ROUNDS] (a whole number)")
     try:
@@ -69,6 +69,27 @@ def run_cmd(s: Session, arg: str) -> None:
         return
     if summary.status == "failed":
         s.console.print(f"[red]error:[/] {summary.reason} (/run to retry)")
+
+
+def stop_cmd(s: Session, arg: str) -> None:
+    """/stop (or Ctrl-C) while a round runs: stop it; landed results are kept and never re-run, the candidate in flight is evaluated once by the next /run."""
+    s.console.print("no round is running: /run starts one")
+
+
+def pick_cmd(s: Session, arg: str) -> None:
+    """/pick ID: the next round builds on this attempt instead of the best (an LLM gets its code, the embedded policy tunes its strategy)."""
+    attempt_id = _one(arg, "/pick ID (see /attempts)")
+    s.pick(attempt_id)
+    s.console.print(f"the next round builds on {attempt_id} (/run to start it)")
+
+
+def choose_cmd(s: Session, arg: str) -> None:
+    """/choose [on|off]: show or set whether /run stops after each round that goes on, for you to choose what the next builds on."""
+    if arg.strip():
+        if arg.strip() not in ("on", "off"):
+            raise ChatError("usage: /choose [on|off]")
+        s.settings = s.settings.replace(choose=arg.strip() == "on")
+    s.console.print(f"choose {'on' if s.settings.choose else 'off'}")
 
 
 def attempts_cmd(s: Session, arg: str) -> None:
@@ -122,10 +143,13 @@ def profile_cmd(s: Session, arg: str) -> None:
 
 
 def eval_cmd(s: Session, arg: str) -> None:
-    """/eval FILE: verify and time your own candidate (a file defining ModelNew) on this task."""
+    """/eval FILE: verify and time your own candidate (a file defining ModelNew); it joins the run's attempts."""
     path = Path(_one(arg, "/eval FILE")).expanduser()
-    result = s.evaluate_file(path)
-    s.console.print(result_table(s.task.name if s.task else "", path.name, result))
+    step = s.evaluate_file(path)
+    attempt_id = step.attempt.attempt_id
+    if step.result is not None:
+        s.console.print(result_table(s.task.name if s.task else "", attempt_id, step.result))
+    s.console.print(f"recorded as {attempt_id} (/attempts, /pick {attempt_id})")
 
 
 def search_cmd(s: Session, arg: str) -> None:
@@ -200,8 +224,9 @@ def quit_cmd(s: Session, arg: str) -> None:
 
 
 COMMANDS: dict[str, Command] = {
-    "help": help_cmd, "task": task_cmd, "plan": plan_cmd, "run": run_cmd, "attempts": attempts_cmd,
-    "show": show_cmd, "diff": diff_cmd, "profile": profile_cmd, "eval": eval_cmd, "search": search_cmd,
+    "help": help_cmd, "task": task_cmd, "plan": plan_cmd, "run": run_cmd, "stop": stop_cmd,
+    "attempts": attempts_cmd, "show": show_cmd, "diff": diff_cmd, "profile": profile_cmd,
+    "pick": pick_cmd, "choose": choose_cmd, "eval": eval_cmd, "search": search_cmd,
     "hw": hw_cmd, "model": model_cmd, "precision": precision_cmd, "save": save_cmd, "report": report_cmd,
     "quit": quit_cmd,
 }  # fmt: skip

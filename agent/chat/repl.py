@@ -14,6 +14,7 @@ from .assistant import Assistant
 from .commands import Quit, dispatch
 from .session import ChatError, Session
 
+PROMPT = "kforge> "
 NO_LLM = (
     "no LLM configured: /task FILE, /run and /help drive the embedded policy; "
     "set OPENAI_BASE_URL and KFORGE_MODEL (or --base-url/--model) to talk to a model"
@@ -44,12 +45,16 @@ def loop(s: Session, assistant: Assistant | None) -> None:
         history.append_string(line)
     prompt: PromptSession[str] = PromptSession(history=history)
     while True:
-        try:
-            line = prompt.prompt("kforge> ").strip()
-        except KeyboardInterrupt:
-            continue  # Ctrl-C at the prompt clears the line
-        except EOFError:
-            return
+        if s.typed_ahead:  # typed while a round ran: run now, as if typed at this prompt
+            line = s.typed_ahead.pop(0)
+            s.console.print(f"{PROMPT}{escape(line)}", highlight=False)
+        else:
+            try:
+                line = prompt.prompt(PROMPT).strip()
+            except KeyboardInterrupt:
+                continue  # Ctrl-C at the prompt clears the line
+            except EOFError:
+                return
         if not line:
             continue
         s.log.add("user", line)

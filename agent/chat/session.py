@@ -6,29 +6,34 @@ renders. The LLM's tools call the same methods.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.types import StateSnapshot
 from rich.console import Console
 
-from ...tools.result import Result
-from ...tools.task import Task, TaskError, load_task
+from ...tools.task import Task, TaskError, load_task, parse_candidate
 from ..evaluator import EngineEvaluator, eval_options
 from ..events import RichRenderer
 from ..graph import build_graph
 from ..report import best_step
 from ..run import RunSummary, new_run, optimize
 from ..settings import RunSettings
-from ..store import Store, TrajectoryStep
-from .approval import plan_approver
+from ..store import USER_POLICY, AttemptRecord, Store, TrajectoryStep
+from ..views import attempt_state, unbuildable
+from .approval import terminal_answers
 from .log import ChatLog
+from .stopper import StopListener
 
 REFERENCE = "task"  # names the task's own Model where an attempt id is expected (/diff task r1-c0)
+IN_ROUND = {"evaluate", "profiler", "critic"}  # next nodes while a round is midway
 
 
 class ChatError(RuntimeError):
@@ -43,6 +48,7 @@ class Session:
     run_dir: Path | None = None
     run_id: str | None = None
     task: Task | None = None
+    typed_ahead: list[str] = dataclasses.field(default_factory=list)  # lines typed while a round ran
 
     # The run
 
@@ -68,34 +74,71 @@ class Session:
             raise ChatError("no task loaded: /task FILE first")
         return self.run_id, self.run_dir, self.task
 
-    def next_nodes(self) -> tuple[str, ...]:
-        """Where the graph stands: the nodes it runs next (() when finished or not started)."""
+    @contextlib.contextmanager
+    def _graph(self) -> Iterator[tuple[Any, RunnableConfig]]:
+        """The run's compiled graph over its checkpoints, and the run's config."""
         run_id, run_dir, _ = self._need_run()
-        if not (run_dir / "checkpoint.db").is_file():
-            return ("planner",)  # not started
         config: RunnableConfig = {"configurable": {"thread_id": run_id}}
         conn = sqlite3.connect(run_dir / "checkpoint.db", check_same_thread=False)
         try:
-            snapshot = build_graph().compile(checkpointer=SqliteSaver(conn)).get_state(config)
+            yield build_graph().compile(checkpointer=SqliteSaver(conn)), config
         finally:
             conn.close()
-        if not snapshot.values:
-            return ("planner",)
-        return tuple(snapshot.next)
+
+    def _snapshot(self) -> StateSnapshot | None:
+        """Where the graph stands; None before the loop's first step."""
+        _, run_dir, _ = self._need_run()
+        if not (run_dir / "checkpoint.db").is_file():
+            return None
+        with self._graph() as (graph, config):
+            snapshot: StateSnapshot = graph.get_state(config)
+        return snapshot if snapshot.values else None
+
+    def _update(self, values: dict[str, Any], as_node: str | None = None) -> None:
+        """Change the checkpointed state, as LangGraph's ``update_state`` does (a new checkpoint)."""
+        with self._graph() as (graph, config):
+            graph.update_state(config, values, as_node=as_node)
 
     def run(self, rounds: int | None = None) -> RunSummary:
-        """Run (or continue) the loop with plan approval; Ctrl-C stops it where it is."""
+        """Run ROUNDS more rounds (default: the settings'; a round stopped midway counts as one),
+        with plan approval and, when asked for, the choice of what each round builds on. A
+        finished run goes on with the next round. ``/stop`` or Ctrl-C stops it where it is."""
         _, run_dir, _ = self._need_run()
-        if not self.next_nodes():
-            raise ChatError("this run is finished: /report shows it, /task FILE starts a new one")
-        settings = self.settings.replace(approve=True, **({"rounds": rounds} if rounds else {}))
-        return optimize(
-            None,
-            settings,
-            on_event=RichRenderer(self.console),
-            resume=run_dir,
-            on_interrupt=plan_approver(self.console),
-        )
+        snapshot = self._snapshot()
+        done = 0
+        if snapshot is not None:
+            done = snapshot.values.get("round", 0) - (1 if set(snapshot.next) & IN_ROUND else 0)
+            if not snapshot.next:  # finished (a budget or the target): the user asks for more
+                self._update({"decision": "continue"}, as_node="choose")
+        settings = self.settings.replace(approve=True, rounds=done + (rounds or self.settings.rounds))
+        answer = terminal_answers(self.console)
+        listener = StopListener(self.console)
+
+        def on_interrupt(payload: dict[str, Any]) -> Any:
+            with listener.paused():
+                return answer(payload)
+
+        try:
+            with listener:
+                return optimize(
+                    None,
+                    settings,
+                    on_event=RichRenderer(self.console),
+                    resume=run_dir,
+                    on_interrupt=on_interrupt,
+                )
+        finally:
+            self.typed_ahead += listener.typed
+
+    def pick(self, attempt_id: str) -> None:
+        """Build the next round on ``attempt_id`` (the field the choice interrupt sets)."""
+        snapshot = self._snapshot()
+        if snapshot is None:
+            raise ChatError("nothing to build on yet: /run a round first")
+        problem = unbuildable(snapshot.values, attempt_id)  # type: ignore[arg-type]
+        if problem is not None:
+            raise ChatError(problem)
+        self._update({"base_attempt_id": attempt_id})
 
     # What the run holds
 
@@ -148,10 +191,34 @@ class Session:
         except RetrievalError as err:
             raise ChatError(str(err)) from None
 
-    def evaluate_file(self, path: Path) -> Result:
-        """Judge the user's own candidate against the task (not recorded as an attempt)."""
-        task = self._need_run()[2]
+    def evaluate_file(self, path: Path) -> TrajectoryStep:
+        """Judge the user's own candidate against the task and record it as an attempt of the
+        run (``u1``, ``u2``, ... strategy "user"), in the store and the graph's state."""
+        run_id, _, task = self._need_run()
         if not path.is_file():
             raise ChatError(f"{path}: no such file")
-        (result,) = EngineEvaluator().evaluate_many(task, [path.read_text()], eval_options(self.settings))
-        return result
+        source = path.read_text()
+        try:
+            parse_candidate(source)
+        except TaskError as err:
+            raise ChatError(f"{path}: {err}; /eval takes a file defining class ModelNew") from None
+        (result,) = EngineEvaluator().evaluate_many(task, [source], eval_options(self.settings))
+        snapshot = self._snapshot()
+        state = snapshot.values if snapshot is not None else {}
+        round = state.get("round", 0)
+        store = self.store
+        users = [a for a in store.attempts(run_id) if a.policy == USER_POLICY]
+        record = AttemptRecord(
+            attempt_id=f"u{len(users) + 1}", round=round, idx=len(store.attempts(run_id, round)),
+            source=source, strategy=USER_POLICY, plan=f"/eval {path}", policy=USER_POLICY,
+        )  # fmt: skip
+        store.add_attempt(run_id, task.hash, record)
+        store.add_result(run_id, record.attempt_id, result)
+        if snapshot is not None:  # else the planner's first visit takes it from the store
+            self._update(
+                {
+                    "attempts": [*state.get("attempts", []), attempt_state(record)],
+                    "results": {**state.get("results", {}), record.attempt_id: result.to_json()},
+                }
+            )
+        return TrajectoryStep(record, result)

@@ -57,9 +57,15 @@ def optimize_command(
     approve: Annotated[
         bool | None, typer.Option("--approve/--no-approve", help="stop for you to approve or edit each plan")
     ] = None,
+    choose: Annotated[
+        bool | None,
+        typer.Option(
+            "--choose/--no-choose", help="stop after each round for you to choose what the next builds on"
+        ),
+    ] = None,
 ) -> None:
     """Write, verify and measure faster replacements for TASK; the fastest verified one goes to best.py."""
-    from ..chat.approval import plan_approver
+    from ..chat.approval import terminal_answers
     from ..events import SLOWER_THAN_EAGER, RichRenderer
     from ..policy.llm import LLMError
     from ..run import RunStopped, SetupError, find_run, optimize, saved_settings
@@ -70,6 +76,7 @@ def optimize_command(
         base_url=base_url, api_key=api_key, temperature=temperature, max_tokens=max_tokens,
         timeout_s=timeout_s, retries=retries, target_speedup=target_speedup, patience=patience,
         wall_time_s=wall_time_s, timing_trials=timing_trials, retrieval=retrieval, out=out, approve=approve,
+        choose=choose,
     )  # fmt: skip
     console = Console(stderr=True)
     try:
@@ -83,7 +90,7 @@ def optimize_command(
             settings,
             on_event=None if quiet else RichRenderer(console),
             resume=run_dir,
-            on_interrupt=plan_approver(console) if settings.approve else None,
+            on_interrupt=terminal_answers(console) if settings.approve or settings.choose else None,
         )
     except (KeyboardInterrupt, RunStopped):
         raise typer.Exit(130) from None  # the renderer (or the store, when quiet) has the run stopped

@@ -1,7 +1,8 @@
 """The coder: asks the policy for this round's candidates and records them before evaluation.
 
 Attempt ids are deterministic (``r{round}-c{index}``); candidates recorded before an
-interruption are reused on resume instead of being asked for again.
+interruption are reused on resume instead of being asked for again. The attempt the user chose
+to build on (``base_attempt_id``: ``/pick`` or the choice interrupt) serves this round only.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ def coder(state: State, runtime: Runtime[RunContext]) -> dict[str, Any]:
                 error=proposal.error,
                 policy=rc.policy.name,
                 model=rc.model,
+                parent=proposal.parent,
             )
             rc.store.add_attempt(rc.run_id, rc.task.hash, record)
             records.append(record)
@@ -50,4 +52,4 @@ def coder(state: State, runtime: Runtime[RunContext]) -> dict[str, Any]:
             reused=reused,
         )
     )
-    return {"round": round, "attempts": [*state.get("attempts", []), *new]}
+    return {"round": round, "attempts": [*state.get("attempts", []), *new], "base_attempt_id": None}

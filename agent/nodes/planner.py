@@ -1,6 +1,7 @@
 """The planner: measures the baseline and retrieves docs once, then asks the policy for a plan.
 
 A plan is stored per round it was made after (0: the first), so a resumed run reuses it.
+Candidates the user judged before the loop started (chat's ``/eval``) join the attempts.
 With ``settings.approve`` the node stops on a LangGraph ``interrupt`` until the user answers
 with the plan to follow (as shown, or edited): ``Command(resume=plan_text)``.
 """
@@ -20,7 +21,8 @@ from ..evaluator import eval_options
 from ..events import Notice, PlanReady
 from ..retrieve import RetrievalMissing, retrieve_docs
 from ..state import State
-from ..views import policy_context
+from ..store import USER_POLICY
+from ..views import attempt_state, policy_context
 
 BASELINE_ID = "baseline"
 
@@ -54,10 +56,12 @@ def planner(state: State, runtime: Runtime[RunContext]) -> dict[str, Any]:
     rc = runtime.context
     updates: dict[str, Any] = {}
     if "round" not in state:  # the first visit: set up the loop's bookkeeping
+        user = [r for r in rc.store.attempts(rc.run_id) if r.policy == USER_POLICY]
+        stored = rc.store.results(rc.run_id)
         updates.update(
             round=0,
-            attempts=[],
-            results={},
+            attempts=[attempt_state(r) for r in user],
+            results={r.attempt_id: stored[r.attempt_id].to_json() for r in user if r.attempt_id in stored},
             rounds_without_improvement=0,
             failed_rounds_in_row=0,
             best_attempt_id=None,

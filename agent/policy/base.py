@@ -50,6 +50,7 @@ class Context:
     analysis: str = ""  # the critic's latest analysis
     round: int = 0
     profile: str = ""  # the profiler's summary of where time went in the latest round
+    base: str | None = None  # the attempt this round builds on, the user's pick (None: the policy's)
 
 
 @dataclasses.dataclass
@@ -62,6 +63,7 @@ class Proposal:
     plan: str = ""
     raw: str = ""  # the unparsed answer, kept for the trajectory
     error: str = ""  # why it could not be parsed, shown to the model next round
+    parent: str = ""  # the attempt it builds on ("": the task's own module)
 
 
 class Policy(Protocol):

@@ -5,8 +5,8 @@ evaluated like any other candidate.
 
 plan: features of the task (ops, FLOPs, bytes, roofline position, measured baseline) and
 the applicable strategies ordered by the fitted cost model. propose: the next untried
-strategies; from round 2 on, tuned variants of the winners first. analyse: the measured
-variants side by side.
+strategies; from round 2 on, tuned variants of the winners first (of the attempt the user
+chose, when there is one). analyse: the measured variants side by side.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ class EmbeddedPolicy:
         tried_names = {a.strategy for a in ctx.attempts}
         queue = self._queue(ctx, task, tried_names, k)
         proposals: list[Proposal] = []
-        for spec in queue:
+        for spec, parent in queue:
             if len(proposals) >= k:
                 break
             if spec.name in tried_names:
@@ -99,10 +99,11 @@ class EmbeddedPolicy:
                 continue
             tried_sources.add(source_hash(source))
             tried_names.add(spec.name)
-            proposals.append(Proposal(source=source, strategy=spec.name, analysis=spec.note))
+            proposals.append(Proposal(source=source, strategy=spec.name, analysis=spec.note, parent=parent))
         return proposals
 
-    def _queue(self, ctx: Context, task: TaskAnalysis, tried: set[str], k: int) -> list[Spec]:
+    def _queue(self, ctx: Context, task: TaskAnalysis, tried: set[str], k: int) -> list[tuple[Spec, str]]:
+        """The specs to try in order, each with the attempt it tunes ("": the task's module)."""
         ordered = [s for s in self.ordered(ctx) if s.name not in tried]
         if not ctx.attempts:
             first = ordered[:k]
@@ -116,19 +117,22 @@ class EmbeddedPolicy:
                 safe = safe or [s for s in ordered if s.family in SAFE_FAMILIES]
                 if safe:
                     first = [*first[: k - 1], safe[0]]
-            return first + ordered
-        winners = self._winners(ctx)
+            return [(s, "") for s in first + ordered]
         device = self._device(ctx)
-        tuned = [v for spec in winners[:2] for v in variants(spec, task, device)]
+        tuned = [(v, aid) for aid, spec in self._winners(ctx)[:2] for v in variants(spec, task, device)]
         # Half the round (at least one) tunes the winners, the rest tries new strategies.
         n_tuned = max(1, k // 2) if tuned else 0
-        return tuned[:n_tuned] + ordered + tuned[n_tuned:]
+        return tuned[:n_tuned] + [(s, "") for s in ordered] + tuned[n_tuned:]
 
-    def _winners(self, ctx: Context) -> list[Spec]:
+    def _winners(self, ctx: Context) -> list[tuple[str, Spec]]:
+        """The verified attempts fastest first, after the one the user chose to build on (if any),
+        each with its strategy's spec."""
         ok = [a for a in ctx.attempts if a.result.status is Status.OK and a.result.speedup_vs_eager]
         ok.sort(key=lambda a: -(a.result.speedup_vs_eager or 0.0))
-        catalogue = self._catalogue(ctx, {a.strategy for a in ok})
-        return [catalogue[a.strategy] for a in ok if a.strategy in catalogue]
+        chosen = [a for a in ctx.attempts if a.attempt_id == ctx.base]
+        order = chosen + [a for a in ok if a.attempt_id != ctx.base]
+        catalogue = self._catalogue(ctx, {a.strategy for a in order})
+        return [(a.attempt_id, catalogue[a.strategy]) for a in order if a.strategy in catalogue]
 
     def _catalogue(self, ctx: Context, wanted: set[str]) -> dict[str, Spec]:
         """Specs by name: the base ones and their variants, expanded until ``wanted`` is covered."""

@@ -143,8 +143,14 @@ class LLMPolicy:
         return self._ask("planner", ctx.round, planner_prompt(ctx, self.device))
 
     def propose(self, ctx: Context, k: int) -> list[Proposal]:
+        """k candidates; each builds on the attempt the user chose, when there is one."""
         return [
-            to_proposal(self._ask("coder", ctx.round, coder_prompt(ctx, self.device, i, k)), strategy="llm")
+            dataclasses.replace(
+                to_proposal(
+                    self._ask("coder", ctx.round, coder_prompt(ctx, self.device, i, k)), strategy="llm"
+                ),
+                parent=ctx.base or "",
+            )
             for i in range(k)
         ]
 

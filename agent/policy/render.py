@@ -9,7 +9,7 @@ from importlib import resources
 from ...tools.hardware import GpuSpec
 from ...tools.result import Result
 from .base import AttemptView, Context, Doc
-from .contrast import Labelled, figures, format_attempts, select_contrastive
+from .contrast import Labelled, figures, format_attempt, format_attempts, select_contrastive
 
 ROLES = ("planner", "coder", "critic")
 
@@ -84,8 +84,22 @@ def planner_prompt(ctx: Context, device: str) -> str:
     return template("planner").substitute(_common(ctx, device))
 
 
+def base_block(ctx: Context) -> str:
+    """The attempt the user chose to build on, as a prompt section ("" when none was chosen)."""
+    view = next((a for a in ctx.attempts if a.attempt_id == ctx.base), None)
+    if view is None:
+        return ""
+    return (
+        "\n# Build on this candidate (chosen by the user)\n"
+        + format_attempt(Labelled(view, "chosen by the user"))
+        + f"\n\nStart from {view.attempt_id}'s code: keep what works, change what its figures say is slow.\n"
+    )
+
+
 def coder_prompt(ctx: Context, device: str, index: int, k: int) -> str:
-    return template("coder").substitute(_common(ctx, device), candidate_index=str(index + 1), k=str(k))
+    return template("coder").substitute(
+        _common(ctx, device), base=base_block(ctx), candidate_index=str(index + 1), k=str(k)
+    )
 
 
 def critic_prompt(ctx: Context, device: str, new: list[AttemptView]) -> str:

@@ -61,6 +61,16 @@ def spawn(tmp_path: Path, *args: str, url: str | None = None):
     return child
 
 
+def first_round_landed(tmp_path: Path, url: str, candidates: int):
+    """A session on TASK whose first round runs (plan approved) until r1-c0 has landed."""
+    child = spawn(tmp_path, str(TASK), "--rounds", "1", "--candidates", str(candidates), url=url)
+    child.sendline("/run")
+    child.expect_exact("approve the plan?")
+    child.sendline("y")
+    child.expect_exact("r1-c0 ok")
+    return child
+
+
 def say(child, line: str, *expected: str) -> str:
     """Type a line; wait for each expected text, then the next prompt. What was printed."""
     child.sendline(line)
@@ -134,11 +144,7 @@ def test_ctrl_c_mid_round_then_resume_evaluates_nothing_twice_and_the_model_call
     recorded = json.loads((FIXTURES / "answers_kill.json").read_text())
     server = ReplayServer([*recorded, tool_call, answer]).start()
     try:
-        child = spawn(tmp_path, str(TASK), "--rounds", "1", "--candidates", "2", url=server.url)
-        child.sendline("/run")
-        child.expect_exact("approve the plan?")
-        child.sendline("y")
-        child.expect_exact("r1-c0 ok")
+        child = first_round_landed(tmp_path, server.url, candidates=2)
         child.sendintr()  # Ctrl-C while r1-c1 (Triton, interpreted) is in flight
         child.expect_exact("nothing evaluated is lost")
         child.expect_exact(PROMPT)
@@ -214,11 +220,7 @@ def test_eval_joins_the_attempts_and_pick_and_the_choice_interrupt_set_what_roun
     answers = [plan, torch_only, critic, unparsable, "r2-c0 failed.", unparsable, "r3-c0 failed."]
     server = ReplayServer(answers).start()
     try:
-        child = spawn(tmp_path, str(TASK), "--rounds", "1", "--candidates", "1", url=server.url)
-        child.sendline("/run")
-        child.expect_exact("approve the plan?")
-        child.sendline("y")
-        child.expect_exact("r1-c0 ok")
+        child = first_round_landed(tmp_path, server.url, candidates=1)
         child.expect_exact("done")
         child.expect_exact(PROMPT)
         out = say(child, "/pick 999", "/attempts lists them")
@@ -257,11 +259,7 @@ def test_stop_typed_mid_round_keeps_what_landed_and_run_finishes_the_round(tmp_p
     recorded = json.loads((FIXTURES / "answers_kill.json").read_text())
     server = ReplayServer(recorded).start()
     try:
-        child = spawn(tmp_path, str(TASK), "--rounds", "1", "--candidates", "2", url=server.url)
-        child.sendline("/run")
-        child.expect_exact("approve the plan?")
-        child.sendline("y")
-        child.expect_exact("r1-c0 ok")
+        child = first_round_landed(tmp_path, server.url, candidates=2)
         child.sendline("/stop")  # typed while r1-c1 (Triton, interpreted) is in flight
         child.expect_exact("nothing evaluated is lost")
         child.expect_exact(PROMPT)

@@ -39,6 +39,10 @@ from pathlib import Path
 ENV = "KFORGE_TIMING_CPUS"  # the reserved cores, or "off"
 MINE = "KFORGE_TIMING_CPU"  # the core this worker's GPU times on
 BUSY_SWITCHES_PER_S = 50.0  # involuntary context switches of the timing thread that mean a busy host
+BUSY_HOST_FLAG = (
+    "the host was busy while timing (the timing thread was preempted): launch-bound times are "
+    "inflated, and so are speedups over a launch-bound eager"
+)
 
 
 def _allowed() -> list[int]:

@@ -29,7 +29,7 @@ from .guards import (
 from .hardware import detect_gpu
 from .memory import MB, MemoryMeter
 from .precision import get_precision
-from .quiet import HostLoad, quiet_timing
+from .quiet import BUSY_HOST_FLAG, HostLoad, quiet_timing
 from .result import Result, Status, Timing
 from .roofline import roofline, tensor_bytes
 from .task import import_file
@@ -37,10 +37,6 @@ from .timing import Timer
 from .verify import Trial, Verifier, own_storage
 
 SUSPICIOUS_SPEEDUP = 10.0
-BUSY_HOST_FLAG = (
-    "the host was busy while timing (the timing thread was preempted): launch-bound times are "
-    "inflated, and so are speedups over a launch-bound eager"
-)
 
 
 class BuildError(RuntimeError):

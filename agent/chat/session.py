@@ -207,9 +207,10 @@ class Session:
         state = snapshot.values if snapshot is not None else {}
         round = state.get("round", 0)
         store = self.store
-        users = [a for a in store.attempts(run_id) if a.policy == USER_POLICY]
+        attempts = store.attempts(run_id)
+        users = [a for a in attempts if a.policy == USER_POLICY]
         record = AttemptRecord(
-            attempt_id=f"u{len(users) + 1}", round=round, idx=len(store.attempts(run_id, round)),
+            attempt_id=f"u{len(users) + 1}", round=round, idx=sum(a.round == round for a in attempts),
             source=source, strategy=USER_POLICY, plan=f"/eval {path}", policy=USER_POLICY,
         )  # fmt: skip
         store.add_attempt(run_id, task.hash, record)

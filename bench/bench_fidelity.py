@@ -8,10 +8,17 @@ within 5% of 1.
 
 With ``--launch-bound``, eager and torch.compile are timed beside a candidate instead: the
 reference itself, renamed ModelNew, evaluated by kforge (its worker verifies it and times
-it interleaved with eager and torch.compile), against a plain loop of each in this process.
+it interleaved with eager and torch.compile) ``--repeat`` times, each time in a new worker.
 Tasks: a 20-op elementwise chain and a naive causal attention (bench/tasks), and the
-KernelBench L3 networks of many small layers given by ``--tasks`` (level/problem). The
-median ratio should be within 3% of 1, every task within 5%.
+KernelBench L3 networks of many small layers given by ``--tasks`` (level/problem). Each
+worker also times eager and torch.compile alone in plain loops just before and after its
+interleaved rounds (``KFORGE_PLAIN_CHECK=1``): the in-worker / plain ratio, median over the
+workers, should be within 3% of 1 (median over tasks), every task within 5%. The plain loop
+is taken in the same process because a launch-bound loop is not reproducible between
+processes on a virtual machine's host: on the H100's 16-vCPU host the 20-op chain ran at
+0.13 or 0.23-0.46 ms depending on the vCPU the process was on, and which vCPUs were slow
+changed from process to process (docs/benchmarks.md). The plain loop in this process is
+printed beside it for that reason.
 
 With ``--load N`` each task is evaluated twice more with N busy processes on the host, as a
 batch's own background work (nvcc, Inductor compile pools, other GPUs' workers) would be:
@@ -41,6 +48,7 @@ from kforge.tools.evaluate import EvalOptions, evaluate, measure_baseline
 from kforge.tools.guards import set_precision_flags
 from kforge.tools.quiet import ENV, background_cpus, stop_compile_pools, timing_env
 from kforge.tools.task import import_file, load_task
+from kforge.tools.timing import PLAIN_CHECK
 
 
 def plain_eager_ms(task_file: Path, trials: int = 100, compiled: bool = False) -> float:
@@ -109,36 +117,73 @@ def host_line(result) -> str:
     return next((line for line in result.log.splitlines() if line.startswith("timing host")), "-")
 
 
-def launch_bound(kernelbench: Path, tasks: str, options: EvalOptions, load: int) -> None:
-    """Eager and torch.compile timed beside a candidate in kforge's worker vs plain loops."""
+def worker_plain_ms(result) -> dict[str, float]:
+    """The worker's own plain loops (KFORGE_PLAIN_CHECK=1), before and after its rounds, averaged."""
+    line = next(line for line in result.log.splitlines() if line.startswith("plain loops before"))
+    found: dict[str, list[float]] = {}
+    for name, ms in re.findall(r"(\w+) (\d+\.\d+)", line):
+        found.setdefault(name, []).append(float(ms))
+    return {name: statistics.mean(values) for name, values in found.items()}
+
+
+def launch_bound(kernelbench: Path, tasks: str, options: EvalOptions, load: int, repeat: int) -> None:
+    """Eager and torch.compile timed beside a candidate in kforge's worker vs plain loops: in
+    the same worker, and in this process."""
     files = sorted((Path(__file__).parent / "tasks").glob("*.py"))
     for item in filter(None, tasks.split(",")):
         level, number = item.split("/")
         files += [f for f in kernelbench_tasks(kernelbench, int(level)) if f.name.split("_")[0] == number]
-    arms = [("idle host", 0, True)]
+    arms = [("idle host", 0, False)]
     if load:
         arms += [(f"{load} busy, reserved core", load, True), (f"{load} busy, no reservation", load, False)]
+    os.environ[PLAIN_CHECK] = "1"
     rows, ratios = [], {arm: [] for arm, _, _ in arms}
     for task_file in files:
-        plain = {"eager": plain_eager_ms(task_file), "compile": plain_eager_ms(task_file, compiled=True)}
+        here = {"eager": plain_eager_ms(task_file), "compile": plain_eager_ms(task_file, compiled=True)}
         for arm, processes, reserve in arms:
-            with host_load(processes, reserve):
-                result = evaluate(load_task(task_file), reference_as_candidate(task_file), options)
-            print(task_file.stem, arm, host_line(result), flush=True)
-            for name, ms in (("eager", result.eager_ms), ("compile", result.compile_ms)):
-                ratio = ms / plain[name] if ms else None
-                ratios[arm] += [ratio] if ratio else []
-                rows.append((task_file.stem, arm, name, ms or result.status.value, plain[name], ratio or "-"))
+            runs = []
+            for _ in range(repeat if not processes else 1):
+                with host_load(processes, reserve):
+                    result = evaluate(load_task(task_file), reference_as_candidate(task_file), options)
+                print(task_file.stem, arm, host_line(result), flush=True)
+                runs.append((result, worker_plain_ms(result)))
+            for name in ("eager", "compile"):
+                timed = [getattr(r, f"{name}_ms") for r, _ in runs]
+                pairs = [t / plain[name] for t, (_, plain) in zip(timed, runs, strict=True)]
+                ratio = statistics.median(pairs)
+                ratios[arm].append(ratio)
+                rows.append(
+                    (
+                        task_file.stem,
+                        arm,
+                        name,
+                        statistics.median(timed),
+                        " ".join(f"{r:.3f}" for r in pairs),
+                        ratio,
+                        here[name],
+                        statistics.median(timed) / here[name],
+                    )
+                )
                 print(rows[-1], flush=True)
     print_table(
-        "eager and torch.compile beside a candidate (kforge worker) vs a plain cold-L2 event loop",
-        ["task", "host", "callable", "in-worker ms", "plain ms", "ratio"],
+        "eager and torch.compile beside a candidate (kforge worker) vs plain cold-L2 event loops",
+        [
+            "task",
+            "host",
+            "callable",
+            "in-worker ms",
+            "vs worker's plain loops",
+            "median",
+            "plain ms here",
+            "in-worker / here",
+        ],
         rows,
     )
     for arm, values in ratios.items():
         print(
             f"{arm}: ratios {len(values)}  median {statistics.median(values):.4f}  min {min(values):.3f}  "
             f"max {max(values):.3f}  within 5%: {sum(abs(r - 1) <= 0.05 for r in values)}"
+            f"  within 3%: {sum(abs(r - 1) <= 0.03 for r in values)}"
         )
 
 
@@ -152,6 +197,7 @@ def main() -> None:
     parser.add_argument(
         "--load", type=int, default=0, help="with --launch-bound: also under N busy processes"
     )
+    parser.add_argument("--repeat", type=int, default=3, help="with --launch-bound: workers per task")
     args = parser.parse_args()
     if args.launch_bound:
         print(header(" ".join(sys.argv)))
@@ -160,6 +206,7 @@ def main() -> None:
             args.tasks,
             EvalOptions(device="cuda", cache_dir=Path(tempfile.mkdtemp())),
             args.load,
+            args.repeat,
         )
         return
     options = EvalOptions(device="cuda", compile_baseline=False, cache_dir=Path(tempfile.mkdtemp()))

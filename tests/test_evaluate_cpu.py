@@ -203,3 +203,18 @@ def test_speedup_over_10x_gets_the_strict_recheck(
     assert result.status == Status.OK, result.log
     assert result.speedup_vs_eager is not None and result.speedup_vs_eager > 10
     assert any("passed the strict recheck" in flag for flag in result.flags)
+
+
+def test_plain_check_times_the_baselines_in_plain_loops_too(
+    fixture_task: Callable[[str], Task],
+    make_cpu_options: Callable[..., EvalOptions],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """bench_fidelity.py's reference: with KFORGE_PLAIN_CHECK=1 the worker also times eager
+    alone in plain loops, before and after the interleaved rounds, and logs the medians."""
+    monkeypatch.setenv("KFORGE_PLAIN_CHECK", "1")
+    result = measure_baseline(fixture_task("matmul_small"), make_cpu_options())
+    assert result.status == Status.OK, result.log
+    line = next(x for x in result.log.splitlines() if x.startswith("plain loops before the rounds"))
+    before, after = (float(part.split("eager ")[1].split()[0].rstrip(";")) for part in line.split("after:"))
+    assert before > 0 and after > 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
 import random
 import time
 import traceback
@@ -33,7 +34,7 @@ from .quiet import BUSY_HOST_FLAG, HostLoad, quiet_timing
 from .result import Result, Status, Timing
 from .roofline import roofline, tensor_bytes
 from .task import import_file
-from .timing import Timer
+from .timing import PLAIN_CHECK, InputSwitcher, Timer
 from .verify import Trial, Verifier, own_storage
 
 SUSPICIOUS_SPEEDUP = 10.0
@@ -254,33 +255,6 @@ def time_candidate(
     return timings, stale, timer.escaped_ms(cand_fn)
 
 
-class InputSwitcher:
-    """Alternates the values held by the input tensors between two sets that verification
-    never used, outside the timed region, from the first timed call on; the warm-up runs on
-    the last verified values. A candidate that returns a result it computed earlier (during
-    verification, warm-up or the previous timed call) while it is timed gives a wrong output
-    on the last timed call, whatever the number of calls. (With the warm-up on one of the two
-    sets, an even number of timed calls ended on the warm-up's values.)"""
-
-    def __init__(self, inputs: list[Any], first: list[Any], second: list[Any]) -> None:
-        self.inputs = inputs
-        self.sets = [first, second]
-        self.turn = 1  # the first call loads ``first``
-
-    def __call__(self) -> None:
-        self.turn ^= 1
-        self._load()
-
-    def current(self) -> list[Any]:
-        """The set the inputs were last loaded from (never changed: only copied from)."""
-        return self.sets[self.turn]
-
-    def _load(self) -> None:
-        for target, source in zip(self.inputs, self.sets[self.turn], strict=True):
-            if isinstance(target, torch.Tensor):
-                target.copy_(source)
-
-
 def time_all(
     job: Job,
     timer: Timer,
@@ -291,7 +265,7 @@ def time_all(
     switcher: InputSwitcher | None = None,
 ) -> dict[str, Timing]:
     """Candidate, eager and torch.compile timed in this worker, interleaved (each round runs
-    each once, from a random first order). The candidate's last timed output and the inputs
+    each in a block, from a random first order). The candidate's last timed output and the inputs
     it got are kept in ``job.timed_output`` and ``job.timed_inputs``, without copies: the
     output is the candidate's own (no candidate call follows the last round), and the inputs'
     values are the switcher's current set, which nothing writes."""
@@ -319,8 +293,13 @@ def time_all(
     # Only the candidate's runs switch the input values: its consecutive calls always see
     # different values, whatever ran in between.
     entries = {name: entries[name] for name in order}
+    check = os.environ.get(PLAIN_CHECK) == "1"  # bench_fidelity.py's reference, this process
+    plain = {name: fn for name, fn in entries.items() if name != "candidate" and check}
     with quiet_timing() as job.host_load:
+        before = timer.plain_loops(plain)
         timings = timer.time_many(entries, before_each={"candidate": switcher}, on_last=keep)
+        if plain:
+            job.note(f"plain loops before the rounds: {before}; after: {timer.plain_loops(plain)}")
     job.note(job.host_load.line())
     return timings
 

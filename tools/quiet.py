@@ -19,9 +19,11 @@ workers. So, on a CUDA host with enough cores:
 
 The reservation is off by default: on the H100's host it brought eager and torch.compile
 times under load closer to a plain loop for an attention and an MLP (1.09 and 1.07 of the
-plain loop without it, 1.04 and 1.02 with it), but a pinned worker also timed a 20-op chain
-and EfficientNetB2's eager forward 1.5-2x slower than unpinned ones on an idle host, which is
-not understood (docs/benchmarks.md, issue 17).
+plain loop without it, 1.04 and 1.02 with it), but the device's hosts are virtual machines
+whose vCPUs run at different speeds (a 20-op chain at 0.13 ms on some vCPUs and 0.21-0.46
+ms on others, which ones changing from process to process), so a pinned thread is only as
+fast as the vCPU it got: pinned workers timed EfficientNetB2's eager forward 2x slower on an
+idle host once (docs/benchmarks.md, issue 17).
 """
 
 from __future__ import annotations

@@ -1,14 +1,16 @@
 """Two versions of the evaluation engine on the same candidates: did a change move a speedup?
 
-Each candidate is evaluated by this checkout's kforge and by another checkout (``--other``,
-e.g. ``git worktree add /tmp/kf-old 016a0b6``), each evaluation in a fresh process, in the
-order given by ``--arms`` (per task; ``warm-up`` is this checkout's evaluation, discarded: it
-fills Inductor's on-disk cache so that no arm pays a cold torch.compile). Candidates are the
+Each candidate is evaluated by this checkout's kforge (``new``) and by other checkouts
+(``--engine NAME=PATH``, e.g. ``git worktree add /tmp/kf-old 016a0b6``; a variant with one
+change taken back is how to find which change moved a time), each evaluation in a fresh
+process, in the order given by ``--arms`` (per task; ``warm-up`` is this checkout's
+evaluation, discarded: it fills Inductor's on-disk cache so that no arm pays a cold
+torch.compile). Candidates are the
 embedded policy's proposals of one strategy family for the KernelBench tasks given, built
 here, so both engines time the same source.
 
-    python bench/bench_engines.py KERNELBENCH_DIR --other /tmp/kf-old --tasks 3/9,3/20,3/22,3/24 \\
-        [--family cuda-graph] [--arms warm-up,new,other]
+    python bench/bench_engines.py KERNELBENCH_DIR --engine old=/tmp/kf-old --tasks 3/9,3/22 \\
+        [--family cuda-graph] [--arms warm-up,new,old,old,new]
 """
 
 from __future__ import annotations
@@ -72,11 +74,16 @@ def evaluate_in(tree: Path | None, task_file: Path, source: Path) -> list:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("kernelbench", type=Path)
-    parser.add_argument("--other", type=Path, required=True, help="the other kforge checkout")
+    parser.add_argument("--engine", action="append", default=[], help="NAME=PATH of another kforge checkout")
     parser.add_argument("--tasks", default="3/9,3/20,3/22,3/24", help="KernelBench level/problem")
     parser.add_argument("--family", default="cuda-graph")
-    parser.add_argument("--arms", default="warm-up,new,other,other,new")
+    parser.add_argument("--arms", default="warm-up,new,old,old,new")
     args = parser.parse_args()
+    engines: dict[str, Path | None] = {"new": None, "warm-up": None}
+    engines |= {name: Path(path) for name, _, path in (e.partition("=") for e in args.engine)}
+    unknown = [arm for arm in args.arms.split(",") if arm not in engines]
+    if unknown:
+        raise SystemExit(f"arms {unknown} name no engine: give each as --engine NAME=PATH")
     print(header(" ".join(sys.argv)))
     scratch = Path(tempfile.mkdtemp())
     rows = []
@@ -88,16 +95,14 @@ def main() -> None:
         source = scratch / f"{task_file.stem}.py"
         source.write_text(candidate(task_file, args.family))
         for arm in args.arms.split(","):
-            status, eager, compiled, cand, host = evaluate_in(
-                args.other if arm == "other" else None, task_file, source
-            )
+            status, eager, compiled, cand, host = evaluate_in(engines[arm], task_file, source)
             row = (task_file.stem, arm, status, eager, compiled, cand)
             row += (eager / cand if cand else "-", compiled / cand if cand and compiled else "-")
             print(row, host, flush=True)
             if arm != "warm-up":
                 rows.append(row)
     print_table(
-        f"{args.family} candidates: this engine (new) vs {args.other} (other), fresh process each",
+        f"{args.family} candidates timed by each engine (new: this checkout), a fresh process each",
         ["task", "engine", "status", "eager ms", "compile ms", "candidate ms", "vs eager", "vs compile"],
         rows,
     )

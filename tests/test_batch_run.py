@@ -29,11 +29,11 @@ FAST = [
 
 
 @pytest.fixture
-def env(tmp_path):
+def env(cache_dir):
     env = {
         k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "KFORGE_MODEL")
     }
-    env["KFORGE_CACHE"] = str(tmp_path / "cache")
+    env["KFORGE_CACHE"] = str(cache_dir)
     return env
 
 

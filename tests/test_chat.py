@@ -40,6 +40,12 @@ ReplayServer = _replay_module().ReplayServer
 RACES_A_ROUND = pytest.mark.flaky(reruns=2)
 
 
+@pytest.fixture(autouse=True)
+def _cache(cache_dir: Path) -> Path:
+    """Every session here caches in ``tmp_path / "cache"``: the conftest's, bytecode shared."""
+    return cache_dir
+
+
 def spawn(tmp_path: Path, *args: str, url: str | None = None):
     """``kforge chat`` in a pty; TERM=dumb keeps prompt_toolkit's and rich's output plain text."""
     env = {

@@ -22,6 +22,8 @@ FAST = [
     "3",
     "--trials",
     "2",
+    "--rounds",  # what these tests check does not depend on the rounds: one is enough
+    "1",
     "--strategies",
     "fx-rewrite,corpus-triton",
     "--quiet",

@@ -77,6 +77,13 @@ def first_round_landed(tmp_path: Path, url: str, candidates: int):
     return child
 
 
+def stopped_mid_round(child) -> None:
+    """Wait for the stop's message. A round that finished first (the stop came after it) fails
+    here at once, not after the pty's timeout (that took 240 s)."""
+    seen = child.expect_exact(["nothing evaluated is lost", "rounds done"])
+    assert seen == 0, "the round finished before it was stopped"
+
+
 def say(child, line: str, *expected: str) -> str:
     """Type a line; wait for each expected text, then the next prompt. What was printed."""
     child.sendline(line)
@@ -152,7 +159,7 @@ def test_ctrl_c_mid_round_then_resume_evaluates_nothing_twice_and_the_model_call
     try:
         child = first_round_landed(tmp_path, server.url, candidates=2)
         child.sendintr()  # Ctrl-C while r1-c1 (Triton, interpreted) is in flight
-        child.expect_exact("nothing evaluated is lost")
+        stopped_mid_round(child)
         child.expect_exact(PROMPT)
         child.sendline("/quit")
         child.expect(pexpect.EOF)
@@ -267,7 +274,7 @@ def test_stop_typed_mid_round_keeps_what_landed_and_run_finishes_the_round(tmp_p
     try:
         child = first_round_landed(tmp_path, server.url, candidates=2)
         child.sendline("/stop")  # typed while r1-c1 (Triton, interpreted) is in flight
-        child.expect_exact("nothing evaluated is lost")
+        stopped_mid_round(child)
         child.expect_exact(PROMPT)
         run_dir = run_dir_of(tmp_path)
         landed = results_rows(run_dir)

@@ -54,16 +54,29 @@ def fixture_task() -> Callable[[str], Task]:
     return load
 
 
+# What a cache folder (EvalOptions.cache_dir, KFORGE_CACHE) holds only to save time: the bytecode
+# of what workers import (PYTHONPYCACHEPREFIX: in a new folder a worker recompiles some 3000 torch
+# modules, 6 s on 2 cores) and Inductor's and Triton's compiled code. Every test's folder links
+# them to the session's; what a test checks (runs, results, extensions, scratch) stays its own.
+SHARED_CACHES = ("pycache", "inductor", "triton")
+
+
 @pytest.fixture(scope="session")
 def session_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One cache folder for module-scoped evaluations (compiled extensions, Triton caches)."""
-    return tmp_path_factory.mktemp("kforge-cache")
+    path = tmp_path_factory.mktemp("kforge-cache")
+    for name in SHARED_CACHES:
+        (path / name).mkdir()
+    return path
 
 
 @pytest.fixture
-def cache_dir(tmp_path: Path) -> Path:
+def cache_dir(tmp_path: Path, session_cache_dir: Path) -> Path:
+    """``tmp_path / "cache"``: a test's own cache folder, its SHARED_CACHES the session's."""
     path = tmp_path / "cache"
     path.mkdir()
+    for name in SHARED_CACHES:
+        (path / name).symlink_to(session_cache_dir / name, target_is_directory=True)
     return path
 
 

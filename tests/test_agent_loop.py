@@ -38,8 +38,8 @@ def answers(name: str) -> list[str]:
 
 
 @pytest.fixture(autouse=True)
-def _isolated(tmp_path, monkeypatch):
-    monkeypatch.setenv("KFORGE_CACHE", str(tmp_path / "cache"))
+def _isolated(cache_dir, monkeypatch):
+    monkeypatch.setenv("KFORGE_CACHE", str(cache_dir))  # tmp_path / "cache", as cli_env says
     for var in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "KFORGE_MODEL"):
         monkeypatch.delenv(var, raising=False)
 

@@ -22,6 +22,8 @@ FAST = [
     "3",
     "--trials",
     "2",
+    "--rounds",  # what these tests check does not depend on the rounds: one is enough
+    "1",
     "--strategies",
     "fx-rewrite,corpus-triton",
     "--quiet",
@@ -29,11 +31,11 @@ FAST = [
 
 
 @pytest.fixture
-def env(tmp_path):
+def env(cache_dir):
     env = {
         k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "KFORGE_MODEL")
     }
-    env["KFORGE_CACHE"] = str(tmp_path / "cache")
+    env["KFORGE_CACHE"] = str(cache_dir)
     return env
 
 

@@ -40,6 +40,12 @@ ReplayServer = _replay_module().ReplayServer
 RACES_A_ROUND = pytest.mark.flaky(reruns=2)
 
 
+@pytest.fixture(autouse=True)
+def _cache(cache_dir: Path) -> Path:
+    """Every session here caches in ``tmp_path / "cache"``: the conftest's, bytecode shared."""
+    return cache_dir
+
+
 def spawn(tmp_path: Path, *args: str, url: str | None = None):
     """``kforge chat`` in a pty; TERM=dumb keeps prompt_toolkit's and rich's output plain text."""
     env = {
@@ -69,6 +75,13 @@ def first_round_landed(tmp_path: Path, url: str, candidates: int):
     child.sendline("y")
     child.expect_exact("r1-c0 ok")
     return child
+
+
+def stopped_mid_round(child) -> None:
+    """Wait for the stop's message. A round that finished first (the stop came after it) fails
+    here at once, not after the pty's timeout (that took 240 s)."""
+    seen = child.expect_exact(["nothing evaluated is lost", "rounds done"])
+    assert seen == 0, "the round finished before it was stopped"
 
 
 def say(child, line: str, *expected: str) -> str:
@@ -146,7 +159,7 @@ def test_ctrl_c_mid_round_then_resume_evaluates_nothing_twice_and_the_model_call
     try:
         child = first_round_landed(tmp_path, server.url, candidates=2)
         child.sendintr()  # Ctrl-C while r1-c1 (Triton, interpreted) is in flight
-        child.expect_exact("nothing evaluated is lost")
+        stopped_mid_round(child)
         child.expect_exact(PROMPT)
         child.sendline("/quit")
         child.expect(pexpect.EOF)
@@ -261,7 +274,7 @@ def test_stop_typed_mid_round_keeps_what_landed_and_run_finishes_the_round(tmp_p
     try:
         child = first_round_landed(tmp_path, server.url, candidates=2)
         child.sendline("/stop")  # typed while r1-c1 (Triton, interpreted) is in flight
-        child.expect_exact("nothing evaluated is lost")
+        stopped_mid_round(child)
         child.expect_exact(PROMPT)
         run_dir = run_dir_of(tmp_path)
         landed = results_rows(run_dir)

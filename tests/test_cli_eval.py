@@ -40,8 +40,8 @@ def _eval_json(candidate: str, cache: Path) -> tuple[int, dict]:
     return done.returncode, json.loads(done.stdout)
 
 
-def test_json_contract_for_a_correct_candidate(tmp_path: Path) -> None:
-    code, out = _eval_json("candidates/scale_relu_triton.py", tmp_path)
+def test_json_contract_for_a_correct_candidate(cache_dir: Path) -> None:
+    code, out = _eval_json("candidates/scale_relu_triton.py", cache_dir)
     assert code == 0
     assert JSON_KEYS <= out.keys()
     assert (out["status"], out["correct"], out["backend"], out["precision"]) == ("ok", True, "triton", "fp32")
@@ -51,10 +51,10 @@ def test_json_contract_for_a_correct_candidate(tmp_path: Path) -> None:
     assert "cpu wall clock" in out["timing_label"]
 
 
-def test_a_wrong_or_cheating_candidate_still_exits_zero(tmp_path: Path) -> None:
-    code, out = _eval_json("candidates/wrong_output.py", tmp_path)
+def test_a_wrong_or_cheating_candidate_still_exits_zero(cache_dir: Path) -> None:
+    code, out = _eval_json("candidates/wrong_output.py", cache_dir)
     assert (code, out["status"], out["correct"], out["speedup_vs_eager"]) == (0, "incorrect", False, None)
-    code, out = _eval_json("cheats/try_fallback.py", tmp_path)
+    code, out = _eval_json("cheats/try_fallback.py", cache_dir)
     assert (code, out["status"]) == (0, "rejected")
     assert out["cheats"]
 

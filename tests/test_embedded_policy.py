@@ -122,8 +122,8 @@ def test_analysis_names_the_winner_the_margin_and_the_failures():
 
 
 @pytest.fixture
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("KFORGE_CACHE", str(tmp_path / "cache"))
+def _cache(cache_dir, monkeypatch):
+    monkeypatch.setenv("KFORGE_CACHE", str(cache_dir))
     for var in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "KFORGE_MODEL"):
         monkeypatch.delenv(var, raising=False)
 

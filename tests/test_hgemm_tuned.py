@@ -70,13 +70,15 @@ def test_the_candidate_with_an_fp16_accumulator_is_caught(gemm_task: Path, make_
     assert bad.status == Status.INCORRECT, bad.log
 
 
-def test_optimize_reaches_the_tuned_kernel_through_the_graph(gemm_task: Path, tmp_path, monkeypatch):
+def test_optimize_reaches_the_tuned_kernel_through_the_graph(
+    gemm_task: Path, tmp_path, cache_dir, monkeypatch
+):
     import kforge.agent.policy.embedded as embedded
     from kforge.agent.run import optimize
     from kforge.agent.settings import RunSettings
     from kforge.agent.store import Store
 
-    monkeypatch.setenv("KFORGE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("KFORGE_CACHE", str(cache_dir))
     for var in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "KFORGE_MODEL"):
         monkeypatch.delenv(var, raising=False)
 

@@ -42,13 +42,8 @@ def tiny_model(datasets_dir, tmp_path_factory, train_runs):
 
 
 @pytest.fixture(scope="module")
-def eval_options(tmp_path_factory):
-    from kforge.tools.evaluate import EvalOptions
-
-    cache = tmp_path_factory.mktemp("cache")
-    return EvalOptions(
-        device="cpu", trials=2, timing_trials=3, compile_baseline=False, timeout_s=120, cache_dir=cache
-    )
+def eval_options(make_session_cpu_options):
+    return make_session_cpu_options(trials=2)
 
 
 def settings(method, base, data, out, **changes) -> TrainSettings:
@@ -128,12 +123,12 @@ def test_grpo_rewards_come_from_the_evaluator(tiny_model, datasets_dir, tmp_path
     assert logged and all(e["reward"] >= REJECTED for e in logged)
 
 
-def test_the_adapter_runs_in_optimize_through_the_hf_policy(sft_run, tmp_path):
+def test_the_adapter_runs_in_optimize_through_the_hf_policy(sft_run, tmp_path, cache_dir):
     adapter = sft_run
     env = {
         k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "KFORGE_MODEL")
     }
-    env["KFORGE_CACHE"] = str(tmp_path / "cache")
+    env["KFORGE_CACHE"] = str(cache_dir)
     command = [
         sys.executable, "-c", "from kforge.agent.cli import main; main()", "optimize",
         str(FIXTURES / "agent" / "tasks" / "add_relu.py"), "--device", "cpu", "--model", f"hf:{adapter}",

@@ -3,10 +3,12 @@ for the fixture tasks, each giving the right typed Status and its real message."
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from kforge.tools import evaluate as engine
 from kforge.tools.evaluate import EvalError, EvalOptions, evaluate, evaluate_many, measure_baseline
 from kforge.tools.result import Result, Status
 from kforge.tools.task import Task
@@ -218,3 +220,26 @@ def test_plain_check_times_the_baselines_in_plain_loops_too(
     line = next(x for x in result.log.splitlines() if x.startswith("plain loops before the rounds"))
     before, after = (float(part.split("eager ")[1].split()[0].rstrip(";")) for part in line.split("after:"))
     assert before > 0 and after > 0
+
+
+def test_the_roofline_is_measured_once_per_task(
+    fixture_task: Callable[[str], Task],
+    fixture_source: Callable[[str], str],
+    make_cpu_options: Callable[..., EvalOptions],
+) -> None:
+    """The reference's roofline is the same for every candidate: the first worker measures
+    it, the next ones get it (a worker handed a roofline reports that one, not its own)."""
+    task, options = fixture_task("matmul_small"), make_cpu_options()
+    key = engine._roofline_key(task, options)
+    engine._ROOFLINES.pop(key, None)
+    source = fixture_source("candidates/matmul_small_torch.py")
+    first = evaluate(task, source, options)
+    assert first.status == Status.OK, first.log
+    assert first.roofline is not None and engine._ROOFLINES[key] == first.roofline
+    assert first.roofline.flops == 2 * 64 * 256 * 48
+    engine._ROOFLINES[key] = dataclasses.replace(first.roofline, flops=123.0)
+    try:
+        second = evaluate(task, source, options)
+    finally:
+        engine._ROOFLINES.pop(key, None)
+    assert second.roofline is not None and second.roofline.flops == 123.0

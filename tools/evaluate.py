@@ -18,7 +18,7 @@ from typing import Any
 
 from . import profile
 from .quiet import timing_env
-from .result import Result, Status
+from .result import Result, Roofline, Status
 from .sandbox import Limits, WorkerOutcome, clean_env, run_worker
 from .static_checks import static_cheats
 from .task import Candidate, Task, TaskError, parse_candidate
@@ -49,6 +49,15 @@ class EvalOptions:
 
 
 ResultCallback = Callable[[int, Result], None]
+
+# The reference's roofline is the same for every candidate of a task: the first worker that
+# gets that far measures it (a flop-counted forward, and about 2 s of imports the first time
+# in a process), the later ones of this process are handed it.
+_ROOFLINES: dict[tuple[str, str, str, int], Roofline] = {}
+
+
+def _roofline_key(task: Task, options: EvalOptions) -> tuple[str, str, str, int]:
+    return (task.hash, options.precision, options.device, options.gpu_index)
 
 
 class EvalError(ValueError):
@@ -99,7 +108,10 @@ def measure_baseline(task: Task, options: EvalOptions) -> Result:
     outcome = run_worker(
         _job("baseline", task, None, options, scratch), scratch, _limits(options), _env(options, None)
     )
-    return _to_result(outcome, None, options)
+    result = _to_result(outcome, None, options)
+    if result.roofline is not None:
+        _ROOFLINES.setdefault(_roofline_key(task, options), result.roofline)
+    return result
 
 
 def build(candidate: Candidate, options: EvalOptions) -> Result | None:
@@ -160,7 +172,12 @@ def _run_eval(task: Task, candidate: Candidate, options: EvalOptions) -> Result:
     scratch = _scratch(options, candidate.hash, "eval")
     env = _env(options, candidate)
     job = _job("eval", task, candidate, options, scratch)
+    known = _ROOFLINES.get(_roofline_key(task, options))
+    if known is not None:
+        job["roofline"] = dataclasses.asdict(known)
     result = _to_result(run_worker(job, scratch, _limits(options), env), candidate, options)
+    if result.roofline is not None:
+        _ROOFLINES.setdefault(_roofline_key(task, options), result.roofline)
     if options.device == "cuda" and result.status == Status.OK and (options.ncu or options.sanitize):
         forward = _job("forward", task, candidate, options, scratch) | {"repeats": 1}
 

@@ -60,6 +60,12 @@ def _roofline_key(task: Task, options: EvalOptions) -> tuple[str, str, str, int]
     return (task.hash, options.precision, options.device, options.gpu_index)
 
 
+def _remember_roofline(task: Task, options: EvalOptions, result: Result) -> Result:
+    if result.roofline is not None:
+        _ROOFLINES.setdefault(_roofline_key(task, options), result.roofline)
+    return result
+
+
 class EvalError(ValueError):
     """Bad input to the evaluator (one line, says what to do)."""
 
@@ -108,10 +114,7 @@ def measure_baseline(task: Task, options: EvalOptions) -> Result:
     outcome = run_worker(
         _job("baseline", task, None, options, scratch), scratch, _limits(options), _env(options, None)
     )
-    result = _to_result(outcome, None, options)
-    if result.roofline is not None:
-        _ROOFLINES.setdefault(_roofline_key(task, options), result.roofline)
-    return result
+    return _remember_roofline(task, options, _to_result(outcome, None, options))
 
 
 def build(candidate: Candidate, options: EvalOptions) -> Result | None:
@@ -175,9 +178,8 @@ def _run_eval(task: Task, candidate: Candidate, options: EvalOptions) -> Result:
     known = _ROOFLINES.get(_roofline_key(task, options))
     if known is not None:
         job["roofline"] = dataclasses.asdict(known)
-    result = _to_result(run_worker(job, scratch, _limits(options), env), candidate, options)
-    if result.roofline is not None:
-        _ROOFLINES.setdefault(_roofline_key(task, options), result.roofline)
+    outcome = run_worker(job, scratch, _limits(options), env)
+    result = _remember_roofline(task, options, _to_result(outcome, candidate, options))
     if options.device == "cuda" and result.status == Status.OK and (options.ncu or options.sanitize):
         forward = _job("forward", task, candidate, options, scratch) | {"repeats": 1}
 

@@ -296,12 +296,12 @@ def time_all(
     # Only the candidate's runs switch the input values: its consecutive calls always see
     # different values, whatever ran in between.
     entries = {name: entries[name] for name in order}
+    plain = {name: fn for name, fn in entries.items() if name != "candidate"}
     check = os.environ.get(PLAIN_CHECK) == "1"  # bench_fidelity.py's reference, this process
-    plain = {name: fn for name, fn in entries.items() if name != "candidate" and check}
     with quiet_timing() as job.host_load:
-        before = timer.plain_loops(plain)
+        before = timer.plain_loops(plain) if check else ""
         timings = timer.time_many(entries, before_each={"candidate": switcher}, on_last=keep)
-        if plain:
+        if check:
             job.note(f"plain loops before the rounds: {before}; after: {timer.plain_loops(plain)}")
     job.note(job.host_load.line())
     return timings

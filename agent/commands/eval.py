@@ -13,11 +13,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ...tools.evaluate import EvalError, EvalOptions, default_cache_dir, evaluate
-from ...tools.hardware import detect_gpu
 from ...tools.precision import PRECISIONS
 from ...tools.result import Result
-from ...tools.task import TaskError, load_task
+
+# The evaluator, task loading and GPU detection import torch (2-3 s): inside the commands,
+# so that `kforge --help` and the commands that need no torch start at once.
 
 
 def bad_input(message: str) -> typer.Exit:
@@ -63,6 +63,9 @@ def register(app: typer.Typer) -> None:
         cache_dir: Annotated[Path | None, typer.Option(help="build and scratch cache")] = None,
     ) -> None:
         """Verify a candidate, check it for cheats, and time it against eager and torch.compile."""
+        from ...tools.evaluate import EvalError, EvalOptions, default_cache_dir, evaluate
+        from ...tools.task import TaskError, load_task
+
         try:
             task = load_task(task_path)
         except TaskError as err:
@@ -95,6 +98,8 @@ def register(app: typer.Typer) -> None:
     @app.command("hw")
     def hw_command(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
         """The detected GPU and its spec, or that there is none."""
+        from ...tools.hardware import detect_gpu
+
         gpu = detect_gpu()
         if as_json:
             typer.echo(json.dumps(gpu.to_json() if gpu else {"gpu": None}))

@@ -15,15 +15,21 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ...tools.hgemm import HgemmConfig
-from ...tools.hgemm_search import ShapeResult
 from .eval import bad_input
 
-FIELDS = [f.name for f in dataclasses.fields(ShapeResult)]
+if TYPE_CHECKING:  # torch and triton are imported by the command, not by `kforge --help`
+    from ...tools.hgemm import HgemmConfig
+
+
+def fields() -> list[str]:
+    """The results CSV's columns."""
+    from ...tools.hgemm_search import ShapeResult
+
+    return [f.name for f in dataclasses.fields(ShapeResult)]
 
 
 def read_shapes(path: Path, every: int, offset: int) -> list[tuple[int, int, int]]:
@@ -53,6 +59,8 @@ def read_prior(path: Path | None) -> dict[tuple[int, int, int], HgemmConfig]:
         return {}
     if not path.is_file():
         raise bad_input(f"--prior {path}: no such results CSV (a kforge gemm run's results.csv)")
+    from ...tools.hgemm import HgemmConfig
+
     with path.open() as f:
         return {
             (int(r["M"]), int(r["N"]), int(r["K"])): HgemmConfig.from_name(r["config"])
@@ -75,7 +83,7 @@ def run_worker(
     priors = read_prior(prior)
     new_file = not part.exists()
     with part.open("a", newline="") as f, (out / f"search-gpu{gpu}.log").open("a") as log_file:
-        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        writer = csv.DictWriter(f, fieldnames=fields())
         if new_file:
             writer.writeheader()
         for m, n, k in shapes:
@@ -131,13 +139,13 @@ def spawn_workers(
 def finish(out: Path, gpu_name: str) -> None:
     """Merged results CSV, the dispatch table (shapes where the kernel beat torch.matmul
     offline), the plot, each shape as a task with its kernel as a candidate, and a summary."""
-    from ...tools.hgemm import save_table, table_path
+    from ...tools.hgemm import HgemmConfig, save_table, table_path
     from .gemm_report import plot, summary, table_configs
     from .gemm_tasks import write_tasks
 
     rows = read_results(out)
     with (out / "results.csv").open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        writer = csv.DictWriter(f, fieldnames=fields())
         writer.writeheader()
         writer.writerows(sorted(rows, key=lambda r: math.prod(int(r[c]) for c in "MNK")))
     save_table(table_path(gpu_name, out), gpu_name, table_configs(rows))

@@ -9,8 +9,6 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from ...tools.task import TaskError
-
 
 def register(app: typer.Typer) -> None:
     app.command("optimize")(optimize_command)
@@ -65,6 +63,7 @@ def optimize_command(
     ] = None,
 ) -> None:
     """Write, verify and measure faster replacements for TASK; the fastest verified one goes to best.py."""
+    from ...tools.task import TaskError
     from ..chat.approval import terminal_answers
     from ..events import SLOWER_THAN_EAGER, RichRenderer
     from ..policy.llm import LLMError

@@ -194,3 +194,45 @@ def test_a_tuned_shape_is_a_task_the_evaluator_checks_like_any_other(tmp_path: P
     (result,) = evaluate_many(load_task(task), [candidate], make_cpu_options(precision="fp16", trials=2))
     assert result.status == Status.OK and result.correct, result.log
     assert result.fp64_rel_err is not None and result.fp64_rel_err <= TOLERANCE
+
+
+def test_a_known_shape_launches_its_compiled_kernel_straight(monkeypatch):
+    """After a shape's first call, the same config, shapes and strides with aligned fp16
+    operands on the plan's device go straight to the compiled launch, with the plan's
+    split-K workspace and counters (kept between calls) and a new C each call; any other
+    call (another dtype, an unaligned view) takes the checked path. The compiled kernel is
+    a recorder here: on the CPU the interpreter runs kernels and there is none."""
+    import kforge.tools.hgemm as hg
+
+    launches: list[tuple] = []
+
+    class Compiled:
+        function, packed_metadata = "function", "metadata"
+
+        def run(self, *args):
+            launches.append(args)
+
+    def compile_to_recorder(plan, cfg, tensors):
+        plan.kernel = Compiled()
+
+    monkeypatch.setattr(hg, "_compile", compile_to_recorder)
+    monkeypatch.setattr(hg, "_PLANS", {})
+    monkeypatch.setattr(hg, "_LAUNCHES", {})
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: 7, raising=False)
+    cfg = hg.HgemmConfig(16, 16, 32, split_k=2)
+    a, b = torch.randn(32, 64).half(), torch.randn(64, 16).half()
+    first, second = hg.hgemm(a, b, cfg), hg.hgemm(a, b, cfg)
+    assert len(launches) == 2 and len(hg._PLANS) == 1 and len(hg._LAUNCHES) == 1
+    (plan,) = hg._PLANS.values()
+    grid_and_stream = (plan.grid[0], plan.grid[1], 1, 7, "function", "metadata", None, None, None)
+    assert launches[1][:9] == grid_and_stream
+    got_a, got_b, got_c, got_ws, got_locks, *scalars = launches[1][9:]
+    assert got_a is a and got_b is b and got_c is second and got_c is not first
+    assert got_ws is plan.ws is launches[0][12] and got_ws.shape == (2, 32, 16) and got_locks is plan.locks
+    assert tuple(scalars) == plan.scalars and second.shape == (32, 16) and second.dtype == torch.float16
+    with pytest.raises(ValueError, match="float16"):
+        hg.hgemm(a.float(), b.float(), cfg)
+    unaligned = torch.randn(32 * 64 + 1).half()[1:].view(32, 64)
+    hg.hgemm(unaligned, b, cfg)
+    assert len(hg._PLANS) == 2 and len(hg._LAUNCHES) == 1 and len(launches) == 3
+    assert launches[2][9] is unaligned

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -126,13 +127,16 @@ def _hgemm_kernel(
 
 @dataclasses.dataclass
 class _Plan:
-    """One shape's launch, compiled: grid, scalar arguments, split-K counters, the kernel."""
+    """One shape's launch, compiled: grid, scalar arguments, split-K counters and workspace,
+    the kernel, and (on a GPU) the launch itself."""
 
     grid: tuple[int, int]
     scalars: tuple[Any, ...]
     locks: torch.Tensor
     device_index: int
+    ws: torch.Tensor | None = None  # split-K's fp32 partials, kept between calls
     kernel: Any = None
+    launch: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
 
     @property
     def on_gpu(self) -> bool:
@@ -140,6 +144,10 @@ class _Plan:
 
 
 _PLANS: dict[tuple[Any, ...], _Plan] = {}
+# The compiled launches of 16-byte aligned fp16 operands, by config, shapes and strides: the
+# per-call path of a known shape (tuned small GEMMs are host-bound: the whole call is a few
+# microseconds of Python beside the launch, as cheap as torch.matmul's C++ path).
+_LAUNCHES: dict[tuple[Any, ...], _Plan] = {}
 
 
 def _plan(a: torch.Tensor, b: torch.Tensor, cfg: HgemmConfig) -> _Plan:
@@ -152,13 +160,40 @@ def _plan(a: torch.Tensor, b: torch.Tensor, cfg: HgemmConfig) -> _Plan:
         tma_consts = (cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, sms, cfg.warp_spec, half)
         grid = (tma_grid(m, n, cfg.block_m, cfg.block_n, sms), 1)
         tma_scalars = (m, n, k, a.stride(0), b.stride(0), *tma_consts)
-        return _Plan(grid, tma_scalars, a.new_empty(0, dtype=torch.int32), a.device.index or 0)
+        return _Plan(grid, tma_scalars, a.new_empty(0, dtype=torch.int32), a.get_device())
     even_k = k % (cfg.block_k * split) == 0
     consts = (cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, split, even_k, cfg.acc_fp16)
     scalars = (m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), *consts)
     tiles = triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n)
     locks = torch.zeros(tiles, dtype=torch.int32, device=a.device)
-    return _Plan((tiles, split), scalars, locks, a.device.index or 0)
+    ws = torch.empty((split, m, n), device=a.device, dtype=torch.float32) if split > 1 else None
+    return _Plan((tiles, split), scalars, locks, a.get_device(), ws)
+
+
+def _launcher(plan: _Plan, cfg: HgemmConfig) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """The compiled kernel's launch for one shape, with everything but A, B and the new C
+    bound: Triton's launcher straight, not the JIT's per-call dispatch (argument
+    specialisation, cache lookup), which costs tens of microseconds of host time."""
+    kernel, (gx, gy), scalars, index = plan.kernel, plan.grid, plan.scalars, plan.device_index
+    run, function, metadata = kernel.run, kernel.function, kernel.packed_metadata
+    shape, device, f16 = (scalars[0], scalars[1]), plan.locks.device, torch.float16
+    stream, empty, locks = torch._C._cuda_getCurrentRawStream, torch.empty, plan.locks
+    if cfg.tma:
+
+        def launch(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            c = empty(shape, device=device, dtype=f16)
+            run(gx, gy, 1, stream(index), function, metadata, None, None, None, a, b, c, *scalars)
+            return c
+
+        return launch
+    ws = plan.ws
+
+    def launch_k(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        c = empty(shape, device=device, dtype=f16)
+        run(gx, gy, 1, stream(index), function, metadata, None, None, None, a, b, c, c if ws is None else ws, locks, *scalars)  # fmt: skip
+        return c
+
+    return launch_k
 
 
 def _compile(plan: _Plan, cfg: HgemmConfig, tensors: tuple[torch.Tensor, ...]) -> None:
@@ -177,11 +212,26 @@ def _compile(plan: _Plan, cfg: HgemmConfig, tensors: tuple[torch.Tensor, ...]) -
 def hgemm(a: torch.Tensor, b: torch.Tensor, cfg: HgemmConfig) -> torch.Tensor:
     """A @ B for fp16 2-D ``a`` (M, K) and ``b`` (K, N) with one config.
 
-    After the first call of a shape the kernel runs through its compiled launcher: the JIT's
-    per-call dispatch (argument specialisation, cache lookup) costs tens of microseconds of
-    host time, longer than a small GEMM runs. The plan is cached per dtype, shape, strides,
-    device and pointer alignment (what the JIT specialises on); its split-K counters make
-    concurrent calls of one shape on two streams unsafe."""
+    After the first call of a shape the kernel runs through its compiled launch (``_launcher``).
+    The plan is cached per dtype, shape, strides, device and pointer alignment (what the JIT
+    specialises on); its split-K counters and workspace make concurrent calls of one shape on
+    two streams unsafe."""
+    plan = _LAUNCHES.get((cfg, a.shape, b.shape, a.stride(), b.stride()))
+    if (
+        plan is not None
+        and a.dtype is torch.float16
+        and b.dtype is torch.float16
+        and a.get_device() == plan.device_index
+        and b.get_device() == plan.device_index
+        and (a.data_ptr() | b.data_ptr()) % 16 == 0
+    ):
+        return plan.launch(a, b)  # type: ignore[misc]
+    return _first_or_odd_call(a, b, cfg)
+
+
+def _first_or_odd_call(a: torch.Tensor, b: torch.Tensor, cfg: HgemmConfig) -> torch.Tensor:
+    """A shape's first call (plan and compile), and any call the fast path does not take
+    (unaligned operands, the interpreter, a second device)."""
     aligned = a.data_ptr() % 16 == 0 and b.data_ptr() % 16 == 0
     key = (cfg, a.dtype, b.dtype, a.shape, b.shape, a.stride(), b.stride(), a.device, aligned)
     plan = _PLANS.get(key)
@@ -190,37 +240,25 @@ def hgemm(a: torch.Tensor, b: torch.Tensor, cfg: HgemmConfig) -> torch.Tensor:
             raise ValueError("hgemm takes 2-D float16 tensors; use torch.matmul for anything else")
         if b.shape[0] != a.shape[1]:
             raise ValueError(f"hgemm: inner dimensions differ ({a.shape} @ {b.shape})")
+        if a.device != b.device:
+            raise ValueError(f"hgemm: operands on two devices ({a.device}, {b.device})")
         plan = _PLANS[key] = _plan(a, b, cfg)
-    m, n, split = plan.scalars[0], plan.scalars[1], cfg.split_k
+    if cfg.tma and not tma_aligned(a, b):
+        raise ValueError(f"{cfg.name}: TMA needs 16-byte aligned operands with unit column stride")
+    m, n = plan.scalars[0], plan.scalars[1]
     c = torch.empty((m, n), device=a.device, dtype=torch.float16)
-    if cfg.tma:
-        if not tma_aligned(a, b):
-            raise ValueError(f"{cfg.name}: TMA needs 16-byte aligned operands with unit column stride")
-        tensors: tuple[Any, ...] = (a, b, c)
-    else:
-        ws = c if split == 1 else torch.empty((split, m, n), device=a.device, dtype=torch.float32)
-        tensors = (a, b, c, ws, plan.locks)
+    tensors: tuple[Any, ...] = (
+        (a, b, c) if cfg.tma else (a, b, c, c if plan.ws is None else plan.ws, plan.locks)
+    )
     if plan.kernel is None:
         _compile(plan, cfg, tensors)
         if plan.kernel is None:  # the interpreter ran it
             return c
-    kernel = plan.kernel
-    stream = torch._C._cuda_getCurrentRawStream(plan.device_index)
-    gx, gy = plan.grid
-    kernel.run(
-        gx,
-        gy,
-        1,
-        stream,
-        kernel.function,
-        kernel.packed_metadata,
-        None,
-        None,
-        None,
-        *tensors,
-        *plan.scalars,
-    )
-    return c
+    if plan.launch is None:
+        plan.launch = _launcher(plan, cfg)
+        if aligned:
+            _LAUNCHES.setdefault((cfg, a.shape, b.shape, a.stride(), b.stride()), plan)
+    return plan.launch(a, b)
 
 
 def reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -261,8 +299,8 @@ def _table_for(device_index: int) -> dict[tuple[int, int, int], HgemmConfig]:
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """``a @ b``: the tuned kernel for a 2-D fp16 CUDA shape in this GPU's table, else
     torch.matmul."""
-    if a.is_cuda and a.dtype == torch.float16 and b.dtype == torch.float16 and a.dim() == b.dim() == 2:
-        cfg = _table_for(a.device.index or 0).get((a.shape[0], b.shape[1], a.shape[1]))
+    if a.is_cuda and a.dtype is torch.float16 and b.dtype is torch.float16 and a.dim() == b.dim() == 2:
+        cfg = _table_for(a.get_device()).get((a.shape[0], b.shape[1], a.shape[1]))
         if cfg is not None and (not cfg.tma or tma_aligned(a, b)):
             return hgemm(a, b, cfg)
     return torch.matmul(a, b)

@@ -44,7 +44,7 @@ def test_tolerance_passes_fp32_accumulation_at_every_k_and_fails_fp16_accumulati
 def test_triton_kernel_passes_and_its_fp16_accumulating_variant_is_caught_under_the_interpreter():
     """Odd M, N and K (masked tiles), split-K with the fp32 reduction, the persistent TMA
     schedule (device-built tensor descriptors, with and without warp specialisation, C stored
-    whole and in halves), and the
+    whole and in halves), split-K on TMA loads, and the
     same tiles with an fp16 accumulator, run by Triton's interpreter (it reads TRITON_INTERPRET
     at import)."""
     code = """
@@ -60,6 +60,9 @@ for m, n, k, split in [(40, 24, 1000, 1), (40, 24, 1000, 2), (16, 48, 32, 1), (3
         out = hgemm(a, b, HgemmConfig(16, 16, 32, split_k=split, acc_fp16=acc16))
         assert out.shape == (m, n) and out.dtype == torch.float16
         errs[f"{m}x{n}x{k}-s{split}-{acc16}"] = relative_error(out, ref)
+    if split > 1:  # split-K on TMA loads: contiguous K slices, partials summed by the last
+        out = hgemm(a, b, HgemmConfig(16, 16, 32, split_k=split, tma=True))
+        errs[f"{m}x{n}x{k}-tmas{split}-False"] = relative_error(out, ref)
     if split == 1:  # the persistent TMA schedule: 4 programs loop over the tiles, edges zero-filled
         for ws in (False, True):
             out = hgemm(a, b, HgemmConfig(16, 16, 32, group_m=2, tma=True, warp_spec=ws))
@@ -97,14 +100,17 @@ def test_config_names_and_the_dispatch_table_round_trip(tmp_path: Path):
 
 def test_search_families_go_where_they_can_help():
     """16/32-row tiles only where 64-row tiles leave SMs idle, the persistent TMA schedule only
-    where the output tiles fill half the SMs and rows are 16-byte aligned, split-K below a wave;
+    where the output tiles fill half the SMs and rows are 16-byte aligned (TMA split-K below
+    that), split-K below a wave;
     with a prior winner the 64+-row tile family is that config alone."""
     from kforge.tools.hgemm_search import candidates, family
 
     def families(m: int, n: int, k: int, **kw) -> set[str]:
         return {family(c) for c in candidates(m, n, k, 132, **kw)}
 
-    assert families(512, 64, 16384) == {"tile", "small-m"}
+    assert families(512, 64, 16384) == {"tile", "small-m", "tma"}  # TMA: split-K only, below half a wave
+    middle = [c for c in candidates(2048, 256, 8192, 132) if c.tma]
+    assert middle and all(c.split_k > 1 for c in middle)
     assert families(8192, 8192, 16384) == {"tile", "tma"}
     assert families(8192, 8192, 16383) == {"tile"} and families(8192, 8190, 4096) == {"tile"}
     skinny = candidates(512, 64, 16384, 132)
@@ -174,11 +180,16 @@ def test_cublaslt_algorithms_compute_the_product_and_the_tma_kernel_matches():
         out = torch.empty(m, n, device="cuda", dtype=torch.float16)
         assert relative_error(lt.run(i, a, b, out), ref) <= TOLERANCE
     lt.close()
+    a2, b2 = torch.randn_like(a), torch.randn_like(b)
+    ref2 = reference(a2, b2)
     for cfg in (
         HgemmConfig(128, 128, 64, num_warps=8, num_stages=4, tma=True),
         HgemmConfig(32, 64, 128, split_k=4),
+        HgemmConfig(128, 128, 64, split_k=4, num_stages=4, tma=True),
     ):
-        assert relative_error(hgemm(a, b, cfg), ref) <= TOLERANCE
+        assert relative_error(hgemm(a, b, cfg), ref) <= TOLERANCE, cfg.name
+        # the second call: the compiled launch, the split-K workspace and counters reused
+        assert relative_error(hgemm(a2, b2, cfg), ref2) <= TOLERANCE, cfg.name
 
 
 def test_a_tuned_shape_is_a_task_the_evaluator_checks_like_any_other(tmp_path: Path, make_cpu_options):

@@ -7,7 +7,8 @@ and pipelines the loads over ``num_stages`` buffers. SPLIT_K > 1 splits the K lo
 second grid axis for shapes with too few output tiles to fill the SMs: each slice writes an
 fp32 partial and the last slice to finish a tile sums them and rounds to fp16 once, in the
 same launch. Configs with ``tma`` run the persistent TMA kernel of ``tools/hgemm_tma.py``
-instead (``warp_spec``: with Triton's warp specialisation).
+instead (``warp_spec``: with Triton's warp specialisation), or with ``split_k`` > 1 its
+split-K kernel on TMA loads.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .hgemm_tma import TMA_KERNEL, ensure_allocator, subtile, tma_aligned, tma_grid
+from .hgemm_tma import TMA_KERNEL, TMA_SPLIT_KERNEL, ensure_allocator, subtile, tma_aligned, tma_grid
 
 # ||C - C64|| / ||C64|| on random normal inputs. fp32 accumulation with an fp16 output lands
 # near 2.1e-4 at every K (the output rounding dominates); an fp16 accumulator grows with the
@@ -42,7 +43,7 @@ class HgemmConfig:
     num_warps: int = 4
     num_stages: int = 3
     acc_fp16: bool = False  # the wrong kernel the correctness check must reject
-    tma: bool = False  # the persistent TMA schedule (tools/hgemm_tma.py); split_k must be 1
+    tma: bool = False  # the TMA kernels (tools/hgemm_tma.py): persistent, or split-K with split_k > 1
     warp_spec: bool = False  # ... with warp-specialised loads and MMAs
 
     def to_json(self) -> dict[str, Any]:
@@ -152,21 +153,27 @@ _LAUNCHES: dict[tuple[Any, ...], _Plan] = {}
 
 def _plan(a: torch.Tensor, b: torch.Tensor, cfg: HgemmConfig) -> _Plan:
     (m, k), n, split = a.shape, b.shape[1], cfg.split_k
+    if cfg.tma and (cfg.acc_fp16 or (split > 1 and cfg.warp_spec)):
+        raise ValueError(
+            f"{cfg.name}: the TMA kernels have no fp16 accumulator, and no warp specialisation with split-K"
+        )
+    tiles = triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n)
+    ws = torch.empty((split, m, n), device=a.device, dtype=torch.float32) if split > 1 else None
+    locks = torch.zeros(tiles if split > 1 else 0, dtype=torch.int32, device=a.device)  # split-K's counters
+    if cfg.tma and split > 1:
+        split_consts = (cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, split)
+        scalars_tma_split = (m, n, k, a.stride(0), b.stride(0), *split_consts)
+        return _Plan((tiles, split), scalars_tma_split, locks, a.get_device(), ws)
     if cfg.tma:
-        if cfg.split_k != 1 or cfg.acc_fp16:
-            raise ValueError(f"{cfg.name}: the TMA schedule has no split-K or fp16 accumulator")
         sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else 4
         half = subtile(cfg.block_m, cfg.block_n, cfg.num_stages)
         tma_consts = (cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, sms, cfg.warp_spec, half)
         grid = (tma_grid(m, n, cfg.block_m, cfg.block_n, sms), 1)
         tma_scalars = (m, n, k, a.stride(0), b.stride(0), *tma_consts)
-        return _Plan(grid, tma_scalars, a.new_empty(0, dtype=torch.int32), a.get_device())
+        return _Plan(grid, tma_scalars, locks, a.get_device())
     even_k = k % (cfg.block_k * split) == 0
     consts = (cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, split, even_k, cfg.acc_fp16)
     scalars = (m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), *consts)
-    tiles = triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n)
-    locks = torch.zeros(tiles, dtype=torch.int32, device=a.device)
-    ws = torch.empty((split, m, n), device=a.device, dtype=torch.float32) if split > 1 else None
     return _Plan((tiles, split), scalars, locks, a.get_device(), ws)
 
 
@@ -178,7 +185,7 @@ def _launcher(plan: _Plan, cfg: HgemmConfig) -> Callable[[torch.Tensor, torch.Te
     run, function, metadata = kernel.run, kernel.function, kernel.packed_metadata
     shape, device, f16 = (scalars[0], scalars[1]), plan.locks.device, torch.float16
     stream, empty, locks = torch._C._cuda_getCurrentRawStream, torch.empty, plan.locks
-    if cfg.tma:
+    if cfg.tma and cfg.split_k == 1:
 
         def launch(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
             c = empty(shape, device=device, dtype=f16)
@@ -199,7 +206,7 @@ def _launcher(plan: _Plan, cfg: HgemmConfig) -> Callable[[torch.Tensor, torch.Te
 def _compile(plan: _Plan, cfg: HgemmConfig, tensors: tuple[torch.Tensor, ...]) -> None:
     """Compile the plan's kernel without running it; under the interpreter, run it instead."""
     opts = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
-    jit = TMA_KERNEL if cfg.tma else _hgemm_kernel
+    jit = (TMA_SPLIT_KERNEL if cfg.split_k > 1 else TMA_KERNEL) if cfg.tma else _hgemm_kernel
     if cfg.tma:
         ensure_allocator()
     if not plan.on_gpu:  # the interpreter (TRITON_INTERPRET=1) has no compiled kernel
@@ -247,9 +254,10 @@ def _first_or_odd_call(a: torch.Tensor, b: torch.Tensor, cfg: HgemmConfig) -> to
         raise ValueError(f"{cfg.name}: TMA needs 16-byte aligned operands with unit column stride")
     m, n = plan.scalars[0], plan.scalars[1]
     c = torch.empty((m, n), device=a.device, dtype=torch.float16)
-    tensors: tuple[Any, ...] = (
-        (a, b, c) if cfg.tma else (a, b, c, c if plan.ws is None else plan.ws, plan.locks)
-    )
+    if cfg.tma and cfg.split_k == 1:
+        tensors: tuple[Any, ...] = (a, b, c)
+    else:
+        tensors = (a, b, c, c if plan.ws is None else plan.ws, plan.locks)
     if plan.kernel is None:
         _compile(plan, cfg, tensors)
         if plan.kernel is None:  # the interpreter ran it

@@ -66,6 +66,14 @@ TMA_TILES = [
     (128, 256, 64, 8, 3, True),
     (128, 128, 64, 8, 4, True),
 ]
+# Split-K on TMA loads (tools/hgemm_tma.py), for shapes below half a wave of output tiles.
+TMA_SPLIT_TILES = [
+    (128, 128, 64, 8, 4),
+    (128, 128, 64, 4, 4),
+    (128, 64, 64, 4, 4),
+    (64, 128, 64, 4, 4),
+    (64, 64, 128, 4, 3),
+]
 SPLITS = (2, 3, 4, 6, 8, 12, 16)
 FAMILIES = ("tile", "small-m", "tma")
 SERVER_IDLE_S = 1e-3
@@ -118,8 +126,9 @@ def _with_splits(m: int, n: int, k: int, sms: int, cfg: HgemmConfig) -> list[Hge
 
 def candidates(m: int, n: int, k: int, sms: int, families: tuple[str, ...] = FAMILIES) -> list[HgemmConfig]:
     """Configs worth trying for one shape: tiles no larger than the matrix needs with their
-    split-K variants; 16/32-row tiles where 64-row ones leave SMs idle; the persistent TMA
-    schedule where the output tiles fill half the SMs or more and rows are 16-byte aligned."""
+    split-K variants; 16/32-row tiles where 64-row ones leave SMs idle; where rows are 16-byte
+    aligned, the persistent TMA schedule if the output tiles fill half the SMs or more, and
+    split-K on TMA loads if they do not."""
     fits = [
         t
         for t in TILES
@@ -137,6 +146,13 @@ def candidates(m: int, n: int, k: int, sms: int, families: tuple[str, ...] = FAM
         for bm, bn, bk, warps, stages, ws in TMA_TILES:
             if triton.cdiv(m, bm) * triton.cdiv(n, bn) >= sms // 2 and bn <= triton.next_power_of_2(n):
                 out.append(HgemmConfig(bm, bn, bk, 8, 1, warps, stages, tma=True, warp_spec=ws))
+        for bm, bn, bk, warps, stages in TMA_SPLIT_TILES:
+            fits_m, fits_n = bm <= max(64, triton.next_power_of_2(m)), bn <= triton.next_power_of_2(n)
+            if triton.cdiv(m, bm) * triton.cdiv(n, bn) < sms // 2 and fits_m and fits_n:
+                tile = HgemmConfig(bm, bn, bk, 8, 1, warps, stages, tma=True)
+                out += _with_splits(m, n, k, sms, tile)[
+                    1:
+                ]  # split-K only: one slice is the persistent kernel
     return out
 
 

@@ -12,6 +12,9 @@ descriptors (``TensorDescriptor``) cost 30 to 60 us of host time a call on the H
 which showed as GPU time in server mode. ``WARP_SPECIALIZE`` asks Triton to split loads and
 MMAs into separate warp groups; ``SUBTILE`` stores C in two halves. TMA needs 16-byte aligned
 rows: K and N multiples of 8 and 16-byte aligned base pointers.
+
+Below half a wave of output tiles, the split-K kernel here reads through the same
+descriptors: one program per (tile, K slice), the partials summed in the same launch.
 """
 
 from __future__ import annotations
@@ -71,6 +74,50 @@ def _hgemm_tma_kernel(
             c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(tl.float16))
 
 
+@triton.jit
+def _hgemm_tma_split_kernel(
+    a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, stride_am, stride_bk,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+):  # fmt: skip
+    # Split-K on TMA loads, for shapes with fewer output tiles than SMs and a long K: one
+    # program per (tile, slice), each slice a contiguous run of K blocks (the bulk-copy engine
+    # streams it), its fp32 partial left in the workspace; the slice that arrives last at the
+    # tile's counter sums them and stores C once through a descriptor, in the same launch.
+    a_desc = tl.make_tensor_descriptor(
+        a_ptr, shape=[M, K], strides=[stride_am, 1], block_shape=[BLOCK_M, BLOCK_K]
+    )
+    b_desc = tl.make_tensor_descriptor(
+        b_ptr, shape=[K, N], strides=[stride_bk, 1], block_shape=[BLOCK_K, BLOCK_N]
+    )
+    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N])
+    pid = tl.program_id(axis=0)
+    slice_id = tl.program_id(axis=1)
+    pid_m, pid_n = _tile_coords(pid, tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    per_slice = tl.cdiv(k_tiles, SPLIT_K)
+    k_first = slice_id * per_slice
+    k_end = min(k_first + per_slice, k_tiles)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for ki in range(k_first, k_end):
+        a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
+        b = b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N])
+        acc = tl.dot(a, b, acc)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    tile = offs_m[:, None] * N + offs_n[None, :]
+    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    tl.store(ws_ptr + slice_id * M * N + tile, acc, mask=mask)
+    tl.debug_barrier()
+    arrived = tl.atomic_add(lock_ptr + pid, 1, sem="acq_rel", scope="gpu")
+    if arrived == SPLIT_K - 1:
+        for s in range(SPLIT_K):
+            if s != slice_id:
+                acc += tl.load(ws_ptr + s * M * N + tile, mask=mask, other=0.0, cache_modifier=".cg")
+        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(tl.float16))
+        tl.atomic_xchg(lock_ptr + pid, 0)
+
+
 def tma_aligned(*tensors) -> bool:  # type: ignore[no-untyped-def]
     """Whether TMA can read these row-major tensors: 16-byte base and row stride."""
     return all(t.data_ptr() % 16 == 0 and t.stride(1) == 1 and t.stride(0) % 8 == 0 for t in tensors)
@@ -100,3 +147,4 @@ def ensure_allocator() -> None:
 
 
 TMA_KERNEL = _hgemm_tma_kernel
+TMA_SPLIT_KERNEL = _hgemm_tma_split_kernel

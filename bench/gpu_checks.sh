@@ -3,7 +3,7 @@
 # 10-minute call on an H100). Results go to $OUT; record them in docs/benchmarks.md.
 #
 #   carry: [".kb"] (a KernelBench checkout, for fidelity), [".whl/agent"] (wheels, for tests)
-#   command: bash bench/gpu_checks.sh fidelity|launchbound|throughput|tests|profile|kbprofile|convlayout|convs|autotune
+#   command: bash bench/gpu_checks.sh fidelity|launchbound|drift|throughput|tests|profile|kbprofile|convlayout|convs|autotune
 set -u
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
@@ -16,6 +16,8 @@ case ${1:-tests} in
   launchbound) # eager and torch.compile beside a candidate vs plain loops; large inputs (carry .kb)
     (cd bench && python3 bench_memory.py ../.kb/KernelBench --tasks 1/4,1/35,1/45 \
       && python3 bench_fidelity.py ../.kb/KernelBench --launch-bound --tasks 3/3,3/18,3/44) 2>&1 | tee "$OUT/launchbound.log" ;;
+  drift)       # one process: plain loops and interleaved rounds alternated (the host's drift; carry .kb)
+    (cd bench && python3 bench_drift.py ../.kb/KernelBench --task "${DRIFT_TASK:-3/22}") 2>&1 | tee "$OUT/drift.log" ;;
   throughput)  # the 20 example kernels, compile cache cold then warm; their measured results
     (cd bench && python3 bench_throughput.py --limit 20 --passes cold,warm --compile-workers 16 \
       --write-measured "$OUT/measured.json") 2>&1 | tee "$OUT/throughput.log" ;;
@@ -64,5 +66,5 @@ for strategy, status, result in rows:
           f'autotune lines in the log tail: {len(tuned)}, benchmarking {sum(b for b, _ in tuned):.1f} s, precompiling {sum(p for _, p in tuned):.1f} s')" "$db" "spare=$spare"
       done
     done 2>&1 | tee "$OUT/autotune.log" ;;
-  *) echo "usage: bash bench/gpu_checks.sh fidelity|launchbound|throughput|tests|profile|kbprofile|convlayout|convs|autotune" >&2; exit 2 ;;
+  *) echo "usage: bash bench/gpu_checks.sh fidelity|launchbound|drift|throughput|tests|profile|kbprofile|convlayout|convs|autotune" >&2; exit 2 ;;
 esac

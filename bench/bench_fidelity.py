@@ -181,11 +181,16 @@ def launch_bound(
                 for name, twin in twins.items():
                     with host_load(processes, reserve):
                         result = evaluate(load_task(task_file), twin(task_file), options)
-                    if result.candidate_ms is None:
-                        raise SystemExit(f"{task_file.stem}: the {name} twin failed:\n{result.log[-2000:]}")
+                    if result.candidate_ms is None or getattr(result, f"{name}_ms") is None:
+                        print(
+                            f"{task_file.stem}: the {name} twin or its baseline failed, left out:\n{result.log[-1500:]}"
+                        )
+                        continue
                     print(task_file.stem, arm, f"{name} twin", host_line(result), flush=True)
                     runs[name].append(result)
             for name, results in runs.items():
+                if not results:
+                    continue
                 timed = [getattr(r, f"{name}_ms") for r in results]
                 twin_pairs = [r.candidate_ms / t for r, t in zip(results, timed, strict=True)]
                 plain_pairs = [t / worker_plain_ms(r)[name] for r, t in zip(results, timed, strict=True)]

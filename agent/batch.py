@@ -24,12 +24,11 @@ from typing import Any
 from ..tools.evaluate import EvalOptions
 from ..tools.result import Result, Status
 from ..tools.task import Task, TaskError, load_task
-from .batch_tasks import TaskEntry
+from .batch_tasks import BATCH_META, TaskEntry
 from .evaluator import EngineEvaluator, OnResult, eval_options
 from .settings import RunSettings
 
 RESULTS = "results.jsonl"
-BATCH_META = "batch.json"
 
 
 @dataclasses.dataclass(kw_only=True)

@@ -7,6 +7,7 @@ import dataclasses
 import re
 from pathlib import Path
 
+BATCH_META = "batch.json"  # the batch's settings and selection, in its folder (resume reads it)
 LEVEL_DIR = re.compile(r"^level(\d+)$")
 LEADING_ID = re.compile(r"^(\d+)_")
 

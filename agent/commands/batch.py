@@ -60,9 +60,8 @@ def batch_command(
     quiet: Annotated[bool, typer.Option(help="no progress bar")] = False,
 ) -> None:
     """Optimize every selected task; results.jsonl, summary.md and summary.json go in the batch folder."""
-    from ..batch import BATCH_META, BatchOptions
     from ..batch_summary import write_summary
-    from ..batch_tasks import BatchInputError, parse_ints, select
+    from ..batch_tasks import BATCH_META, BatchInputError, parse_ints, select
     from ..settings import SettingsError, resolve
 
     console = Console(stderr=True)
@@ -100,6 +99,8 @@ def batch_command(
         )
     except (BatchInputError, SettingsError, ValueError, KeyError) as err:
         raise _fail(console, str(err)) from None
+    from ..batch import BatchOptions  # the engine (torch): after the input is checked
+
     folder = resume or out or Path("kforge-batch")
     options = BatchOptions(
         out=folder, settings=settings, policy=policy, gpus=gpu_list, confirm=confirm, selection=selection,

@@ -136,12 +136,19 @@ class _Plan:
     locks: torch.Tensor
     device_index: int
     ws: torch.Tensor | None = None  # split-K's fp32 partials, kept between calls
+    persistent: bool = False  # the persistent TMA kernel: no workspace or counters
     kernel: Any = None
     launch: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
 
     @property
     def on_gpu(self) -> bool:
         return self.locks.is_cuda
+
+    @property
+    def extra(self) -> tuple[torch.Tensor, ...]:
+        """The kernel's tensor arguments after A, B and C: the split-K workspace (the
+        counters stand in for it, unused, without split-K) and the counters."""
+        return () if self.persistent else (self.locks if self.ws is None else self.ws, self.locks)
 
 
 _PLANS: dict[tuple[Any, ...], _Plan] = {}
@@ -159,7 +166,7 @@ def _plan(a: torch.Tensor, b: torch.Tensor, cfg: HgemmConfig) -> _Plan:
         )
     tiles = triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n)
     ws = torch.empty((split, m, n), device=a.device, dtype=torch.float32) if split > 1 else None
-    locks = torch.zeros(tiles if split > 1 else 0, dtype=torch.int32, device=a.device)  # split-K's counters
+    locks = torch.zeros(tiles, dtype=torch.int32, device=a.device)  # split-K's counters
     if cfg.tma and split > 1:
         split_consts = (cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, split)
         scalars_tma_split = (m, n, k, a.stride(0), b.stride(0), *split_consts)
@@ -170,37 +177,28 @@ def _plan(a: torch.Tensor, b: torch.Tensor, cfg: HgemmConfig) -> _Plan:
         tma_consts = (cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, sms, cfg.warp_spec, half)
         grid = (tma_grid(m, n, cfg.block_m, cfg.block_n, sms), 1)
         tma_scalars = (m, n, k, a.stride(0), b.stride(0), *tma_consts)
-        return _Plan(grid, tma_scalars, locks, a.get_device())
+        return _Plan(grid, tma_scalars, a.new_empty(0, dtype=torch.int32), a.get_device(), persistent=True)
     even_k = k % (cfg.block_k * split) == 0
     consts = (cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, split, even_k, cfg.acc_fp16)
     scalars = (m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), *consts)
     return _Plan((tiles, split), scalars, locks, a.get_device(), ws)
 
 
-def _launcher(plan: _Plan, cfg: HgemmConfig) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+def _launcher(plan: _Plan) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """The compiled kernel's launch for one shape, with everything but A, B and the new C
     bound: Triton's launcher straight, not the JIT's per-call dispatch (argument
     specialisation, cache lookup), which costs tens of microseconds of host time."""
-    kernel, (gx, gy), scalars, index = plan.kernel, plan.grid, plan.scalars, plan.device_index
+    kernel, (gx, gy), index = plan.kernel, plan.grid, plan.device_index
     run, function, metadata = kernel.run, kernel.function, kernel.packed_metadata
-    shape, device, f16 = (scalars[0], scalars[1]), plan.locks.device, torch.float16
-    stream, empty, locks = torch._C._cuda_getCurrentRawStream, torch.empty, plan.locks
-    if cfg.tma and cfg.split_k == 1:
+    shape, device, f16 = (plan.scalars[0], plan.scalars[1]), plan.locks.device, torch.float16
+    stream, empty, tail = torch._C._cuda_getCurrentRawStream, torch.empty, (*plan.extra, *plan.scalars)
 
-        def launch(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-            c = empty(shape, device=device, dtype=f16)
-            run(gx, gy, 1, stream(index), function, metadata, None, None, None, a, b, c, *scalars)
-            return c
-
-        return launch
-    ws = plan.ws
-
-    def launch_k(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    def launch(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         c = empty(shape, device=device, dtype=f16)
-        run(gx, gy, 1, stream(index), function, metadata, None, None, None, a, b, c, c if ws is None else ws, locks, *scalars)  # fmt: skip
+        run(gx, gy, 1, stream(index), function, metadata, None, None, None, a, b, c, *tail)
         return c
 
-    return launch_k
+    return launch
 
 
 def _compile(plan: _Plan, cfg: HgemmConfig, tensors: tuple[torch.Tensor, ...]) -> None:
@@ -254,16 +252,12 @@ def _first_or_odd_call(a: torch.Tensor, b: torch.Tensor, cfg: HgemmConfig) -> to
         raise ValueError(f"{cfg.name}: TMA needs 16-byte aligned operands with unit column stride")
     m, n = plan.scalars[0], plan.scalars[1]
     c = torch.empty((m, n), device=a.device, dtype=torch.float16)
-    if cfg.tma and cfg.split_k == 1:
-        tensors: tuple[Any, ...] = (a, b, c)
-    else:
-        tensors = (a, b, c, c if plan.ws is None else plan.ws, plan.locks)
     if plan.kernel is None:
-        _compile(plan, cfg, tensors)
+        _compile(plan, cfg, (a, b, c, *plan.extra))
         if plan.kernel is None:  # the interpreter ran it
             return c
     if plan.launch is None:
-        plan.launch = _launcher(plan, cfg)
+        plan.launch = _launcher(plan)
         if aligned:
             _LAUNCHES.setdefault((cfg, a.shape, b.shape, a.stride(), b.stride()), plan)
     return plan.launch(a, b)

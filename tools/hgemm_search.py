@@ -149,10 +149,8 @@ def candidates(m: int, n: int, k: int, sms: int, families: tuple[str, ...] = FAM
         for bm, bn, bk, warps, stages in TMA_SPLIT_TILES:
             fits_m, fits_n = bm <= max(64, triton.next_power_of_2(m)), bn <= triton.next_power_of_2(n)
             if triton.cdiv(m, bm) * triton.cdiv(n, bn) < sms // 2 and fits_m and fits_n:
-                tile = HgemmConfig(bm, bn, bk, 8, 1, warps, stages, tma=True)
-                out += _with_splits(m, n, k, sms, tile)[
-                    1:
-                ]  # split-K only: one slice is the persistent kernel
+                splits = _with_splits(m, n, k, sms, HgemmConfig(bm, bn, bk, 8, 1, warps, stages, tma=True))
+                out += splits[1:]  # split-K only: one slice is the persistent kernel
     return out
 
 

@@ -150,6 +150,7 @@ def test_table_keeps_only_shapes_where_the_kernel_won_and_summary_gives_geomeans
 
 @pytest.mark.gpu
 def test_kernel_and_dispatch_match_torch_on_the_gpu():
+    import kforge.tools.hgemm as hg
     from kforge import gemm
 
     for m, n, k, cfg in [
@@ -157,12 +158,21 @@ def test_kernel_and_dispatch_match_torch_on_the_gpu():
         (256, 384, 1000, HgemmConfig(128, 128, 64)),
     ]:
         a, b = torch.randn(m, k, device="cuda").half(), torch.randn(k, n, device="cuda").half()
-        from kforge.tools.hgemm import hgemm
-
         ref = reference(a, b)
-        assert relative_error(hgemm(a, b, cfg), ref) <= TOLERANCE
-        assert relative_error(hgemm(a, b, cfg), ref) <= TOLERANCE  # the cached launch
+        assert relative_error(hg.hgemm(a, b, cfg), ref) <= TOLERANCE
+        assert relative_error(hg.hgemm(a, b, cfg), ref) <= TOLERANCE  # the cached launch
         assert relative_error(gemm.matmul(a, b), ref) <= TOLERANCE
+        key = (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, 0, 0)
+        table = hg._table_for(a.get_device())
+        table[(m, n, k)] = cfg  # the dispatcher's table in this process
+        try:
+            hg._DISPATCH.clear()
+            assert relative_error(gemm.matmul(a, b), ref) <= TOLERANCE
+            assert relative_error(gemm.matmul(a, b), ref) <= TOLERANCE  # the remembered launch
+            assert hg._DISPATCH[key] is not None
+        finally:
+            del table[(m, n, k)]
+            hg._DISPATCH.clear()
 
 
 @pytest.mark.gpu
@@ -247,3 +257,76 @@ def test_a_known_shape_launches_its_compiled_kernel_straight(monkeypatch):
     hg.hgemm(unaligned, b, cfg)
     assert len(hg._PLANS) == 2 and len(hg._LAUNCHES) == 1 and len(launches) == 3
     assert launches[2][9] is unaligned
+
+
+def test_a_triton_3_6_launcher_is_called_bare_with_its_scratch_allocated_once(monkeypatch):
+    """Triton 3.6's launcher allocates the kernel's global scratch (the TMA descriptors)
+    on every call; the plan's launch calls its C entry point with one scratch buffer,
+    allocated once, and the same grid, flags and arguments. A launcher of another shape
+    is called as it is (the test above)."""
+    import kforge.tools.hgemm as hg
+    from triton.runtime import _allocation
+
+    calls: list[tuple] = []
+    allocations: list[tuple] = []
+
+    class CudaLauncher:  # the attributes and call signature of Triton 3.6's
+        global_scratch_size, global_scratch_align, profile_scratch_size, num_ctas = 128, 128, 0, 1
+        launch_cooperative_grid, launch_pdl = False, True
+
+        def __init__(self):
+            self.launch = lambda *args: calls.append(args)
+
+        def __call__(self, gridX, gridY, gridZ, stream, function, *args):
+            raise AssertionError("the Python wrapper allocates scratch on every call")
+
+    class Compiled:
+        function, packed_metadata, run = "function", "metadata", CudaLauncher()
+
+    def allocator(size, align, stream):
+        allocations.append((size, align))
+        return torch.empty(size, dtype=torch.int8)
+
+    monkeypatch.setattr(hg, "_compile", lambda plan, cfg, tensors: setattr(plan, "kernel", Compiled()))
+    monkeypatch.setattr(hg, "_PLANS", {})
+    monkeypatch.setattr(hg, "_LAUNCHES", {})
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: 7, raising=False)
+    monkeypatch.setattr(_allocation, "_allocator", type("Var", (), {"get": staticmethod(lambda: allocator)}))
+    cfg = hg.HgemmConfig(16, 16, 32)
+    a, b = torch.randn(48, 64).half(), torch.randn(64, 32).half()
+    first, second = hg.hgemm(a, b, cfg), hg.hgemm(a, b, cfg)
+    (plan,) = hg._PLANS.values()
+    assert plan.grid == (6, 1) and allocations == [(6 * 128, 128)] and len(calls) == 2
+    head = (6, 1, 1, 7, "function", False, True)
+    assert calls[0][:7] == calls[1][:7] == head and calls[0][7] is calls[1][7]
+    assert calls[0][7].numel() == 6 * 128 and calls[1][8:13] == (None, "metadata", None, None, None)
+    got_a, got_b, got_c, *rest = calls[1][13:]
+    assert got_a is a and got_b is b and got_c is second and got_c is not first
+    assert second.shape == (48, 32) and second.is_contiguous() and tuple(rest) == (*plan.extra, *plan.scalars)
+
+
+def test_the_dispatcher_remembers_each_operand_layout(monkeypatch):
+    """kforge.gemm.matmul: a layout seen before goes to its remembered launch when the
+    operands are 16-byte aligned, or to torch.matmul when it is not the table's; an unaligned
+    view of a known layout takes the checked path, and the memory stays bounded."""
+    import kforge.tools.hgemm as hg
+
+    monkeypatch.setattr(hg, "_DISPATCH", {})
+    a, b = torch.randn(32, 64).half(), torch.randn(64, 16).half()
+    key = (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, -1, -1)
+    assert torch.equal(hg.matmul(a, b), torch.matmul(a, b)) and hg._DISPATCH == {key: None}  # CPU: torch
+    launched: list[tuple] = []
+
+    def tuned(x, y):
+        launched.append((x, y))
+        return "tuned"
+
+    hg._DISPATCH[key] = tuned
+    assert hg.matmul(a, b) == "tuned" and launched == [(a, b)]
+    unaligned = torch.randn(32 * 64 + 1).half()[1:].view(32, 64)
+    assert torch.equal(hg.matmul(unaligned, b), torch.matmul(unaligned, b)) and len(launched) == 1
+    monkeypatch.setattr(hg, "_DISPATCH_MAX", 2)
+    hg.matmul(a.float(), b.float())
+    assert len(hg._DISPATCH) == 2
+    hg.matmul(a.double(), b.double())
+    assert len(hg._DISPATCH) == 1

@@ -46,6 +46,13 @@ class HgemmConfig:
     tma: bool = False  # the TMA kernels (tools/hgemm_tma.py): persistent, or split-K with split_k > 1
     warp_spec: bool = False  # ... with warp-specialised loads and MMAs
 
+    def __hash__(self) -> int:  # computed once: a known shape's call hashes its config
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash(tuple(getattr(self, f.name) for f in dataclasses.fields(self)))
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -187,18 +194,59 @@ def _plan(a: torch.Tensor, b: torch.Tensor, cfg: HgemmConfig) -> _Plan:
 def _launcher(plan: _Plan) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """The compiled kernel's launch for one shape, with everything but A, B and the new C
     bound: Triton's launcher straight, not the JIT's per-call dispatch (argument
-    specialisation, cache lookup), which costs tens of microseconds of host time."""
+    specialisation, cache lookup), which costs tens of microseconds of host time. Where the
+    launcher is Triton 3.6's (``_bare_launch``), its C entry point is called directly with a
+    scratch buffer kept in the closure. C comes from ``empty_like`` of a broadcast 1x1 tensor:
+    a contiguous (M, N) tensor for less host time than ``torch.empty`` with its arguments."""
     kernel, (gx, gy), index = plan.kernel, plan.grid, plan.device_index
     run, function, metadata = kernel.run, kernel.function, kernel.packed_metadata
-    shape, device, f16 = (plan.scalars[0], plan.scalars[1]), plan.locks.device, torch.float16
-    stream, empty, tail = torch._C._cuda_getCurrentRawStream, torch.empty, (*plan.extra, *plan.scalars)
+    m, n = plan.scalars[0], plan.scalars[1]
+    like = torch.empty((1, 1), device=plan.locks.device, dtype=torch.float16).expand(m, n)
+    stream, empty_like = torch._C._cuda_getCurrentRawStream, torch.empty_like
+    tail = (*plan.extra, *plan.scalars)
+    bare = _bare_launch(run, gx * gy)
+    if bare is None:
 
-    def launch(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        c = empty(shape, device=device, dtype=f16)
-        run(gx, gy, 1, stream(index), function, metadata, None, None, None, a, b, c, *tail)
+        def launch(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            c = empty_like(like)
+            run(gx, gy, 1, stream(index), function, metadata, None, None, None, a, b, c, *tail)
+            return c
+
+        return launch
+    c_launch, cooperative, pdl, scratch = bare
+
+    def bare_launch(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        c = empty_like(like)
+        c_launch(gx, gy, 1, stream(index), function, cooperative, pdl, scratch, None, metadata, None, None, None,
+                 a, b, c, *tail)  # fmt: skip
         return c
 
-    return launch
+    return bare_launch
+
+
+# Triton 3.6's CudaLauncher.__call__ arguments. It allocates the kernel's global scratch
+# (the TMA kernels' device-built descriptors) through the allocator on every call, a few
+# microseconds of torch.empty; then it calls its C launcher.
+_BARE_CALL = ("self", "gridX", "gridY", "gridZ", "stream", "function")
+
+
+def _bare_launch(run: Any, programs: int) -> tuple[Any, Any, Any, Any] | None:
+    """(C launcher, cooperative-grid flag, PDL flag, scratch) for a Triton 3.6 launcher, the
+    scratch allocated once for ``programs`` programs; None for any other launcher (called as
+    it is). The scratch is reused by every call of the plan, like split-K's workspace."""
+    code = getattr(vars(type(run)).get("__call__"), "__code__", None)
+    if code is None or code.co_varnames[: code.co_argcount] != _BARE_CALL:
+        return None
+    needed = ("launch", "global_scratch_size", "profile_scratch_size", "num_ctas")
+    if not all(hasattr(run, a) for a in needed) or run.profile_scratch_size > 0:
+        return None
+    scratch = None
+    if run.global_scratch_size > 0:
+        from triton.runtime import _allocation
+
+        size = programs * run.num_ctas * run.global_scratch_size
+        scratch = _allocation._allocator.get()(size, run.global_scratch_align, None)
+    return run.launch, run.launch_cooperative_grid, run.launch_pdl, scratch
 
 
 def _compile(plan: _Plan, cfg: HgemmConfig, tensors: tuple[torch.Tensor, ...]) -> None:
@@ -298,11 +346,41 @@ def _table_for(device_index: int) -> dict[tuple[int, int, int], HgemmConfig]:
     return load_table(path) if path.exists() else {}
 
 
+# The dispatcher's per-call path: by operands' shapes, strides, dtypes and devices, the
+# tuned kernel's compiled launch, or None for torch.matmul (a shape not in the table, or not
+# a 2-D fp16 CUDA product). Bounded: cleared when it grows past _DISPATCH_MAX keys.
+_DISPATCH: dict[tuple[Any, ...], Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None] = {}
+_DISPATCH_MAX = 4096
+_UNSEEN = object()
+
+
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """``a @ b``: the tuned kernel for a 2-D fp16 CUDA shape in this GPU's table, else
-    torch.matmul."""
+    torch.matmul. A known shape's call is one dictionary lookup and an alignment check before
+    the kernel's launch."""
+    key = (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.get_device(), b.get_device())
+    launch = _DISPATCH.get(key, _UNSEEN)
+    if launch is None:
+        return torch.matmul(a, b)
+    if launch is not _UNSEEN and (a.data_ptr() | b.data_ptr()) % 16 == 0:
+        return launch(a, b)  # type: ignore[operator]
+    return _dispatch_first(a, b, key)
+
+
+def _dispatch_first(a: torch.Tensor, b: torch.Tensor, key: tuple[Any, ...]) -> torch.Tensor:
+    """A key's first call (it is remembered), and unaligned operands (they are not)."""
+    cfg = None
     if a.is_cuda and a.dtype is torch.float16 and b.dtype is torch.float16 and a.dim() == b.dim() == 2:
         cfg = _table_for(a.get_device()).get((a.shape[0], b.shape[1], a.shape[1]))
-        if cfg is not None and (not cfg.tma or tma_aligned(a, b)):
-            return hgemm(a, b, cfg)
-    return torch.matmul(a, b)
+    if len(_DISPATCH) >= _DISPATCH_MAX:
+        _DISPATCH.clear()
+    if cfg is None:
+        _DISPATCH[key] = None
+        return torch.matmul(a, b)
+    if cfg.tma and not tma_aligned(a, b):
+        return torch.matmul(a, b)
+    out = hgemm(a, b, cfg)
+    plan = _LAUNCHES.get((cfg, a.shape, b.shape, a.stride(), b.stride()))
+    if plan is not None and plan.device_index == a.get_device() == b.get_device():
+        _DISPATCH[key] = plan.launch
+    return out

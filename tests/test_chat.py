@@ -292,3 +292,26 @@ def test_stop_typed_mid_round_keeps_what_landed_and_run_finishes_the_round(tmp_p
     events = evaluations(run_dir)
     assert sorted(e["attempt_id"] for e in events if not e["reused"]) == ["r1-c0", "r1-c1"]
     assert len(server.requests) == 4  # plan, two candidates, critic: none asked twice
+
+
+def test_stop_interrupts_the_round_in_a_process_that_ignored_sigint():
+    """A chat started with SIGINT ignored (``&`` in a script, nohup) still stops on /stop:
+    the round takes Python's handler while it runs, and the process gets its setting back."""
+    import io
+    import signal
+    import time
+
+    from kforge.agent.chat.stopper import StopListener
+    from rich.console import Console
+
+    read, write = os.pipe()
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with pytest.raises(KeyboardInterrupt), StopListener(Console(file=io.StringIO()), fd=read):
+            os.write(write, b"/stop\n")
+            time.sleep(10)  # the round, interrupted
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)
+        os.close(read)
+        os.close(write)

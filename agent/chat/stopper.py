@@ -30,10 +30,19 @@ class StopListener:
         self._paused = False
         self._done = threading.Event()
         self._stopping = False
+        self._ignored = False  # SIGINT was ignored when the round began (restored after it)
         self.typed: list[str] = []  # lines typed meanwhile, to run after the round
         self._thread = threading.Thread(target=self._listen, name="kforge-stop", daemon=True)
 
     def __enter__(self) -> StopListener:
+        # A process started with SIGINT ignored (``kforge chat &`` from a script, nohup) would
+        # ignore /stop's signal too: the round's own handler is Python's, as in a terminal.
+        self._ignored = (
+            threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        )
+        if self._ignored:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         self.console.print(f"[dim]{HINT}[/]", highlight=False)
         self._thread.start()
         return self
@@ -43,6 +52,8 @@ class StopListener:
     ) -> None:
         self._done.set()
         self._thread.join()
+        if self._ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:

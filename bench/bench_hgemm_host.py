@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 import torch
 from kforge.tools import hgemm as hg
+from kforge.tools.hgemm_search import time_offline
 from rich.console import Console
 from rich.table import Table
 
@@ -48,14 +49,7 @@ def host_us(fn: Callable[[], object], calls: int) -> float:
 
 
 def offline_us(fn: Callable[[], object], calls: int, flush: torch.Tensor) -> float:
-    flush.zero_()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(calls):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / calls * 1e3
+    return time_offline(fn, flush, reps=calls, rounds=1) * 1e3
 
 
 def measure(spec: str, rounds: int, calls: int, flush: torch.Tensor) -> list[tuple[str, ...]]:

@@ -204,24 +204,14 @@ def _launcher(plan: _Plan) -> Callable[[torch.Tensor, torch.Tensor], torch.Tenso
     like = torch.empty((1, 1), device=plan.locks.device, dtype=torch.float16).expand(m, n)
     stream, empty_like = torch._C._cuda_getCurrentRawStream, torch.empty_like
     tail = (*plan.extra, *plan.scalars)
-    bare = _bare_launch(run, gx * gy)
-    if bare is None:
+    call, head = _bare_launch(run, gx * gy, metadata) or (run, (metadata, None, None, None))
 
-        def launch(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-            c = empty_like(like)
-            run(gx, gy, 1, stream(index), function, metadata, None, None, None, a, b, c, *tail)
-            return c
-
-        return launch
-    c_launch, cooperative, pdl, scratch = bare
-
-    def bare_launch(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    def launch(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         c = empty_like(like)
-        c_launch(gx, gy, 1, stream(index), function, cooperative, pdl, scratch, None, metadata, None, None, None,
-                 a, b, c, *tail)  # fmt: skip
+        call(gx, gy, 1, stream(index), function, *head, a, b, c, *tail)
         return c
 
-    return bare_launch
+    return launch
 
 
 # Triton 3.6's CudaLauncher.__call__ arguments. It allocates the kernel's global scratch
@@ -230,10 +220,12 @@ def _launcher(plan: _Plan) -> Callable[[torch.Tensor, torch.Tensor], torch.Tenso
 _BARE_CALL = ("self", "gridX", "gridY", "gridZ", "stream", "function")
 
 
-def _bare_launch(run: Any, programs: int) -> tuple[Any, Any, Any, Any] | None:
-    """(C launcher, cooperative-grid flag, PDL flag, scratch) for a Triton 3.6 launcher, the
-    scratch allocated once for ``programs`` programs; None for any other launcher (called as
-    it is). The scratch is reused by every call of the plan, like split-K's workspace."""
+def _bare_launch(run: Any, programs: int, metadata: Any) -> tuple[Any, tuple[Any, ...]] | None:
+    """For a Triton 3.6 launcher, its C entry point and the arguments it takes between the
+    kernel's function and the kernel's own arguments: cooperative-grid and PDL flags, a global
+    scratch allocated once for ``programs`` programs (reused by every call of the plan, like
+    split-K's workspace), no profile scratch, the metadata and no launch hooks. None for any
+    other launcher (called as it is)."""
     code = getattr(vars(type(run)).get("__call__"), "__code__", None)
     if code is None or code.co_varnames[: code.co_argcount] != _BARE_CALL:
         return None
@@ -246,7 +238,8 @@ def _bare_launch(run: Any, programs: int) -> tuple[Any, Any, Any, Any] | None:
 
         size = programs * run.num_ctas * run.global_scratch_size
         scratch = _allocation._allocator.get()(size, run.global_scratch_align, None)
-    return run.launch, run.launch_cooperative_grid, run.launch_pdl, scratch
+    flags = (run.launch_cooperative_grid, run.launch_pdl)
+    return run.launch, (*flags, scratch, None, metadata, None, None, None)
 
 
 def _compile(plan: _Plan, cfg: HgemmConfig, tensors: tuple[torch.Tensor, ...]) -> None:

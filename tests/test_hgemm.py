@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +18,15 @@ import torch
 import typer
 from kforge.agent.commands.gemm import read_shapes
 from kforge.agent.commands.gemm_report import summary, table_configs
-from kforge.tools.hgemm import TOLERANCE, HgemmConfig, load_table, reference, relative_error, save_table
+from kforge.tools.hgemm import (
+    TOLERANCE,
+    HgemmConfig,
+    hgemm,
+    load_table,
+    reference,
+    relative_error,
+    save_table,
+)
 
 
 def _fp16_accumulated(a: torch.Tensor, b: torch.Tensor, block_k: int = 64) -> torch.Tensor:
@@ -44,7 +54,7 @@ def test_tolerance_passes_fp32_accumulation_at_every_k_and_fails_fp16_accumulati
 def test_triton_kernel_passes_and_its_fp16_accumulating_variant_is_caught_under_the_interpreter():
     """Odd M, N and K (masked tiles), split-K with the fp32 reduction, the persistent TMA
     schedule (device-built tensor descriptors, with and without warp specialisation, C stored
-    whole and in halves), split-K on TMA loads, and the
+    whole and in halves), split-K and stream-K on TMA loads, and the
     same tiles with an fp16 accumulator, run by Triton's interpreter (it reads TRITON_INTERPRET
     at import)."""
     code = """
@@ -71,6 +81,14 @@ for m, n, k, split in [(40, 24, 1000, 1), (40, 24, 1000, 2), (16, 48, 32, 1), (3
         out = hgemm(a, b, HgemmConfig(16, 16, 32, num_stages=5, tma=True))
         hgemm_module.subtile = subtile
         errs[f"{m}x{n}x{k}-tmahalves-False"] = relative_error(out, ref)
+# Stream-K over 4 programs: every tile's K blocks spread (6 tiles), a mix of spread tiles and
+# whole waves (21 tiles: 5 spread, 16 one a program), each twice (the counters are reset)
+for m, n, k in [(40, 24, 1000), (100, 40, 520), (80, 48, 256)]:
+    a, b = torch.randn(m, k).half(), torch.randn(k, n).half()
+    ref = reference(a, b)
+    for call in range(2):
+        out = hgemm(a, b, HgemmConfig(16, 16, 32, group_m=2, tma=True, stream_k=True))
+        errs[f"{m}x{n}x{k}-streamk{call}-False"] = relative_error(out, ref)
 print(json.dumps(errs))
 """
     env = {**os.environ, "TRITON_INTERPRET": "1"}
@@ -91,11 +109,47 @@ def test_config_names_and_the_dispatch_table_round_trip(tmp_path: Path):
     for ws in (False, True):
         tma = HgemmConfig(128, 256, 64, num_warps=8, tma=True, warp_spec=ws)
         assert HgemmConfig.from_name(tma.name) == tma
+    streamk = HgemmConfig(128, 128, 64, num_warps=8, num_stages=4, tma=True, stream_k=True)
+    assert streamk.name == "128x128x64-g8-s1-w8-p4-streamk" and HgemmConfig.from_name(streamk.name) == streamk
     with pytest.raises(ValueError, match="unknown config flags"):
         HgemmConfig.from_name("64x64x64-g8-s1-w4-p3-fast")
     table = {(512, 64, 16384): cfg, (64, 64, 64): HgemmConfig(64, 64, 64), (8192, 8192, 8192): tma}
     save_table(tmp_path / "t.json", "NVIDIA H100", table)
     assert load_table(tmp_path / "t.json") == table
+
+
+def test_cuda_kernels_compile_for_hopper_without_register_spills(tmp_path: Path):
+    """Every CUDA C++ tile config builds for sm_90 with nvcc, and none spills registers (a
+    64 x 64 warp tile would: 128 fp32 accumulators a thread)."""
+    from kforge.tools.hgemm_cuda import CUDA_TILES, kernel_source
+    from torch.utils.cpp_extension import CUDA_HOME
+
+    nvcc = shutil.which("nvcc") or (CUDA_HOME and str(Path(CUDA_HOME) / "bin" / "nvcc"))
+    if not nvcc or not Path(nvcc).exists():
+        pytest.skip("nvcc not installed")
+    (tmp_path / "k.cu").write_text(kernel_source())
+    cmd = [nvcc, "-arch=sm_90", "-O3", "-cubin", "-Xptxas", "-v", "k.cu", "-o", "k.cubin"]
+    done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    spills = re.findall(r"(\d+) bytes spill stores", done.stderr)
+    assert len(spills) == len(CUDA_TILES) and set(spills) == {"0"}, done.stderr[-3000:]
+
+
+def test_cuda_configs_name_their_kernel():
+    from kforge.tools.hgemm_cuda import CUDA_TILES, tile_index
+
+    for i, (bm, bn, bk, wm, wn, stages) in enumerate(CUDA_TILES):
+        cfg = HgemmConfig(bm, bn, bk, 8, 2, wm * wn, stages, cuda=True)
+        assert HgemmConfig.from_name(cfg.name) == cfg and cfg.name.endswith("-cuda")
+        assert tile_index(bm, bn, bk, wm * wn, stages) == i
+    with pytest.raises(ValueError, match="no CUDA C\\+\\+ kernel for 128x128x64"):
+        tile_index(128, 128, 64, 8, 4)
+    with pytest.raises(ValueError, match="runs on a CUDA GPU"):  # CPU tensors
+        hgemm(
+            torch.ones(32, 64).half(),
+            torch.ones(64, 64).half(),
+            HgemmConfig(32, 64, 64, 8, 1, 2, 4, cuda=True),
+        )
 
 
 def test_search_families_go_where_they_can_help():
@@ -108,15 +162,27 @@ def test_search_families_go_where_they_can_help():
     def families(m: int, n: int, k: int, **kw) -> set[str]:
         return {family(c) for c in candidates(m, n, k, 132, **kw)}
 
-    assert families(512, 64, 16384) == {"tile", "small-m", "tma"}  # TMA: split-K only, below half a wave
+    assert families(512, 64, 16384) == {
+        "tile",
+        "small-m",
+        "tma",
+        "cuda",
+    }  # TMA: split-K only, below half a wave
     middle = [c for c in candidates(2048, 256, 8192, 132) if c.tma]
-    assert middle and all(c.split_k > 1 for c in middle)
-    assert families(8192, 8192, 16384) == {"tile", "tma"}
-    assert families(8192, 8192, 16383) == {"tile"} and families(8192, 8190, 4096) == {"tile"}
+    assert middle and all(c.split_k > 1 or c.stream_k for c in middle)  # never the persistent kernel
+    assert families(8192, 8192, 16384) == {"tile", "tma", "cuda"}
+    assert families(8192, 8190, 4096) == {"tile"}  # the CUDA C++ kernel reads 16-byte chunks too
+    # stream-K where the last wave is part-empty: 12288x256 in 128x256 tiles is 96 tiles on 132 SMs
+    streamk = [c for c in candidates(12288, 256, 8192, 132) if c.stream_k]
+    assert (128, 256) in {(c.block_m, c.block_n) for c in streamk}
+    assert not any(c.stream_k for c in candidates(8192, 8192, 8192, 132))  # 15.5 waves: 97% full
+    assert families(8192, 8192, 16383) == {"tile"}
+    assert not any(c.cuda and c.block_m < 64 for c in candidates(8192, 8192, 16384, 132))
     skinny = candidates(512, 64, 16384, 132)
     assert any(c.block_m == 16 and c.split_k > 1 for c in skinny)
     assert all(c.split_k == 1 for c in candidates(8192, 8192, 16384, 132))
     assert all(c.tma for c in candidates(8192, 8192, 16384, 132, families=("tma",)))
+    assert any(c.cuda and c.split_k == 8 for c in skinny)
 
 
 def test_shape_selection_is_every_nth_by_problem_size(tmp_path: Path):
@@ -196,10 +262,61 @@ def test_cublaslt_algorithms_compute_the_product_and_the_tma_kernel_matches():
         HgemmConfig(128, 128, 64, num_warps=8, num_stages=4, tma=True),
         HgemmConfig(32, 64, 128, split_k=4),
         HgemmConfig(128, 128, 64, split_k=4, num_stages=4, tma=True),
+        # stream-K: 6 tiles' 96 K blocks over 132 programs, up to 16 parts a tile
+        HgemmConfig(128, 128, 64, num_warps=8, num_stages=4, tma=True, stream_k=True),
     ):
         assert relative_error(hgemm(a, b, cfg), ref) <= TOLERANCE, cfg.name
         # the second call: the compiled launch, the split-K workspace and counters reused
         assert relative_error(hgemm(a2, b2, cfg), ref2) <= TOLERANCE, cfg.name
+
+
+@pytest.mark.gpu
+def test_stream_k_sums_every_part_of_every_tile_on_the_gpu():
+    """Stream-K with every tile spread over the SMs (96 tiles on 132 SMs) and with spread
+    tiles before whole waves (512 tiles: 248 spread, 264 one a program), five calls each on
+    fresh inputs: a part summed twice or lost, or a counter left set, fails the check."""
+    from kforge.tools.hgemm import hgemm
+
+    for m, n, k in [(12288, 256, 1024), (4096, 4096, 512), (1000, 520, 4104)]:
+        cfg = HgemmConfig(
+            128, 256 if n >= 256 else 128, 64, num_warps=8, num_stages=3, tma=True, stream_k=True
+        )
+        for _ in range(5):
+            a, b = torch.randn(m, k, device="cuda").half(), torch.randn(k, n, device="cuda").half()
+            assert relative_error(hgemm(a, b, cfg), reference(a, b)) <= TOLERANCE, (m, n, k)
+
+
+@pytest.mark.gpu
+def test_cuda_kernels_match_the_reference_on_ragged_shapes():
+    """Every CUDA C++ tile config on M, N and K that are not tile multiples (rows past M and
+    chunks past N and K zero-filled), with and without split-K, twice (the split-K counters
+    are reset); unaligned operands are refused, and the dispatcher sends them to torch.matmul."""
+    import kforge.tools.hgemm as hg
+    from kforge.tools.hgemm_cuda import CUDA_TILES
+
+    for bm, bn, bk, wm, wn, stages in CUDA_TILES:
+        m, n, k = 3 * bm + 5, bn + 8, 5 * bk + 8
+        a, b = torch.randn(m, k, device="cuda").half(), torch.randn(k, n, device="cuda").half()
+        ref = reference(a, b)
+        for split in (1, 3):
+            cfg = HgemmConfig(bm, bn, bk, 8, split, wm * wn, stages, cuda=True)
+            for _ in range(2):
+                assert relative_error(hg.hgemm(a, b, cfg), ref) <= TOLERANCE, cfg.name
+    cfg = HgemmConfig(64, 64, 64, 8, 1, 4, 3, cuda=True)
+    a, b = torch.randn(64, 136, device="cuda").half(), torch.randn(128, 64, device="cuda").half()
+    with pytest.raises(ValueError, match="16-byte aligned"):
+        hg.hgemm(a[:, 1:129], b, cfg)
+    table = hg._table_for(0)
+    table[(64, 64, 128)] = cfg
+    try:
+        hg._DISPATCH.clear()
+        out = hg.matmul(a[:, 1:129], b)  # unaligned: torch.matmul
+        assert relative_error(out, reference(a[:, 1:129], b)) <= TOLERANCE
+        aligned = a[:, :128].contiguous()
+        assert relative_error(hg.matmul(aligned, b), reference(aligned, b)) <= TOLERANCE
+    finally:
+        del table[(64, 64, 128)]
+        hg._DISPATCH.clear()
 
 
 def test_a_tuned_shape_is_a_task_the_evaluator_checks_like_any_other(tmp_path: Path, make_cpu_options):

@@ -8,7 +8,8 @@ second grid axis for shapes with too few output tiles to fill the SMs: each slic
 fp32 partial and the last slice to finish a tile sums them and rounds to fp16 once, in the
 same launch. Configs with ``tma`` run the persistent TMA kernel of ``tools/hgemm_tma.py``
 instead (``warp_spec``: with Triton's warp specialisation), or with ``split_k`` > 1 its
-split-K kernel on TMA loads.
+split-K kernel on TMA loads, or with ``stream_k`` its stream-K kernel. Configs with ``cuda``
+run the hand-written CUDA C++ kernel of ``tools/hgemm_cuda.py``.
 """
 
 from __future__ import annotations
@@ -24,7 +25,17 @@ import torch
 import triton
 import triton.language as tl
 
-from .hgemm_tma import TMA_KERNEL, TMA_SPLIT_KERNEL, ensure_allocator, subtile, tma_aligned, tma_grid
+from . import hgemm_cuda
+from .hgemm_tma import (
+    TMA_KERNEL,
+    TMA_SPLIT_KERNEL,
+    TMA_STREAMK_KERNEL,
+    ensure_allocator,
+    streamk_split,
+    subtile,
+    tma_aligned,
+    tma_grid,
+)
 
 # ||C - C64|| / ||C64|| on random normal inputs. fp32 accumulation with an fp16 output lands
 # near 2.1e-4 at every K (the output rounding dominates); an fp16 accumulator grows with the
@@ -45,6 +56,8 @@ class HgemmConfig:
     acc_fp16: bool = False  # the wrong kernel the correctness check must reject
     tma: bool = False  # the TMA kernels (tools/hgemm_tma.py): persistent, or split-K with split_k > 1
     warp_spec: bool = False  # ... with warp-specialised loads and MMAs
+    stream_k: bool = False  # ... the stream-K kernel (with tma)
+    cuda: bool = False  # the CUDA C++ kernel of tools/hgemm_cuda.py (mma.sync), not Triton
 
     def __hash__(self) -> int:  # computed once: a known shape's call hashes its config
         cached = self.__dict__.get("_hash")
@@ -61,18 +74,20 @@ class HgemmConfig:
         """The config that :attr:`name` printed."""
         tile, group, split, warps, stages, *flags = name.split("-")
         bm, bn, bk = (int(x) for x in tile.split("x"))
-        unknown = set(flags) - {"acc16", "tma", "tmaws"}
+        unknown = set(flags) - {"acc16", "tma", "tmaws", "streamk", "cuda"}
         if unknown:
             raise ValueError(f"{name}: unknown config flags {sorted(unknown)}")
         return cls(
             bm, bn, bk, int(group[1:]), int(split[1:]), int(warps[1:]), int(stages[1:]),
-            acc_fp16="acc16" in flags, tma="tma" in flags or "tmaws" in flags, warp_spec="tmaws" in flags,
+            acc_fp16="acc16" in flags, tma=bool({"tma", "tmaws", "streamk"} & set(flags)),
+            warp_spec="tmaws" in flags, stream_k="streamk" in flags, cuda="cuda" in flags,
         )  # fmt: skip
 
     @property
     def name(self) -> str:
         acc = "-acc16" if self.acc_fp16 else ""
-        tma = ("-tmaws" if self.warp_spec else "-tma") if self.tma else ""
+        tma = ("-streamk" if self.stream_k else "-tmaws" if self.warp_spec else "-tma") if self.tma else ""
+        tma += "-cuda" if self.cuda else ""
         return (
             f"{self.block_m}x{self.block_n}x{self.block_k}-g{self.group_m}-s{self.split_k}"
             f"-w{self.num_warps}-p{self.num_stages}{acc}{tma}"
@@ -144,6 +159,7 @@ class _Plan:
     device_index: int
     ws: torch.Tensor | None = None  # split-K's fp32 partials, kept between calls
     persistent: bool = False  # the persistent TMA kernel: no workspace or counters
+    cuda_tile: int | None = None  # the CUDA C++ kernel: its entry in hgemm_cuda.CUDA_TILES
     kernel: Any = None
     launch: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
 
@@ -171,7 +187,28 @@ def _plan(a: torch.Tensor, b: torch.Tensor, cfg: HgemmConfig) -> _Plan:
         raise ValueError(
             f"{cfg.name}: the TMA kernels have no fp16 accumulator, and no warp specialisation with split-K"
         )
+    if cfg.stream_k and (not cfg.tma or split > 1 or cfg.warp_spec):
+        raise ValueError(f"{cfg.name}: stream-K runs on TMA loads, without split-K or warp specialisation")
     tiles = triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n)
+    if cfg.cuda:
+        if cfg.tma or cfg.acc_fp16 or not a.is_cuda:
+            raise ValueError(
+                f"{cfg.name}: the CUDA C++ kernel runs on a CUDA GPU, without TMA or fp16 accumulation"
+            )
+        tile = hgemm_cuda.tile_index(cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_warps, cfg.num_stages)
+        partials = torch.empty((split, m, n), device=a.device, dtype=torch.float32) if split > 1 else None
+        counters = torch.zeros(tiles, dtype=torch.int32, device=a.device)
+        return _Plan(
+            (tiles, split), (m, n, k, tile, split), counters, a.get_device(), partials, cuda_tile=tile
+        )
+    sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else 4
+    if cfg.stream_k:
+        sk_tiles, iters = streamk_split(tiles, triton.cdiv(k, cfg.block_k), sms)
+        slots = torch.empty((2 * sms, cfg.block_m, cfg.block_n), device=a.device, dtype=torch.float32)
+        counters = torch.zeros(tiles, dtype=torch.int32, device=a.device)
+        sk_consts = (cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, sms)
+        sk_scalars = (m, n, k, a.stride(0), b.stride(0), sk_tiles, iters, *sk_consts)
+        return _Plan((sms, 1), sk_scalars, counters, a.get_device(), slots)
     ws = torch.empty((split, m, n), device=a.device, dtype=torch.float32) if split > 1 else None
     locks = torch.zeros(tiles, dtype=torch.int32, device=a.device)  # split-K's counters
     if cfg.tma and split > 1:
@@ -179,7 +216,6 @@ def _plan(a: torch.Tensor, b: torch.Tensor, cfg: HgemmConfig) -> _Plan:
         scalars_tma_split = (m, n, k, a.stride(0), b.stride(0), *split_consts)
         return _Plan((tiles, split), scalars_tma_split, locks, a.get_device(), ws)
     if cfg.tma:
-        sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else 4
         half = subtile(cfg.block_m, cfg.block_n, cfg.num_stages)
         tma_consts = (cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, sms, cfg.warp_spec, half)
         grid = (tma_grid(m, n, cfg.block_m, cfg.block_n, sms), 1)
@@ -198,6 +234,8 @@ def _launcher(plan: _Plan) -> Callable[[torch.Tensor, torch.Tensor], torch.Tenso
     launcher is Triton 3.6's (``_bare_launch``), its C entry point is called directly with a
     scratch buffer kept in the closure. C comes from ``empty_like`` of a broadcast 1x1 tensor:
     a contiguous (M, N) tensor for less host time than ``torch.empty`` with its arguments."""
+    if plan.cuda_tile is not None:
+        return _cuda_launcher(plan)
     kernel, (gx, gy), index = plan.kernel, plan.grid, plan.device_index
     run, function, metadata = kernel.run, kernel.function, kernel.packed_metadata
     m, n = plan.scalars[0], plan.scalars[1]
@@ -209,6 +247,23 @@ def _launcher(plan: _Plan) -> Callable[[torch.Tensor, torch.Tensor], torch.Tenso
     def launch(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         c = empty_like(like)
         call(gx, gy, 1, stream(index), function, *head, a, b, c, *tail)
+        return c
+
+    return launch
+
+
+def _cuda_launcher(plan: _Plan) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """The CUDA C++ kernel's call: C allocated as the Triton launch does, one C++ function."""
+    op, tile, split, locks = plan.kernel, plan.cuda_tile, plan.grid[1], plan.locks
+    partials = plan.ws if plan.ws is not None else locks
+    like = torch.empty((1, 1), device=locks.device, dtype=torch.float16).expand(
+        plan.scalars[0], plan.scalars[1]
+    )
+    empty_like = torch.empty_like
+
+    def launch(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        c = empty_like(like)
+        op(a, b, c, partials, locks, tile, split)
         return c
 
     return launch
@@ -244,8 +299,13 @@ def _bare_launch(run: Any, programs: int, metadata: Any) -> tuple[Any, tuple[Any
 
 def _compile(plan: _Plan, cfg: HgemmConfig, tensors: tuple[torch.Tensor, ...]) -> None:
     """Compile the plan's kernel without running it; under the interpreter, run it instead."""
+    if cfg.cuda:
+        plan.kernel = hgemm_cuda.extension().hgemm
+        return
     opts = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
-    jit = (TMA_SPLIT_KERNEL if cfg.split_k > 1 else TMA_KERNEL) if cfg.tma else _hgemm_kernel
+    jit = _hgemm_kernel
+    if cfg.tma:
+        jit = TMA_STREAMK_KERNEL if cfg.stream_k else TMA_SPLIT_KERNEL if cfg.split_k > 1 else TMA_KERNEL
     if cfg.tma:
         ensure_allocator()
     if not plan.on_gpu:  # the interpreter (TRITON_INTERPRET=1) has no compiled kernel
@@ -289,8 +349,10 @@ def _first_or_odd_call(a: torch.Tensor, b: torch.Tensor, cfg: HgemmConfig) -> to
         if a.device != b.device:
             raise ValueError(f"hgemm: operands on two devices ({a.device}, {b.device})")
         plan = _PLANS[key] = _plan(a, b, cfg)
-    if cfg.tma and not tma_aligned(a, b):
-        raise ValueError(f"{cfg.name}: TMA needs 16-byte aligned operands with unit column stride")
+    if (cfg.tma or cfg.cuda) and not tma_aligned(a, b):
+        raise ValueError(
+            f"{cfg.name}: TMA and the CUDA C++ kernel need 16-byte aligned rows, unit column stride"
+        )
     m, n = plan.scalars[0], plan.scalars[1]
     c = torch.empty((m, n), device=a.device, dtype=torch.float16)
     if plan.kernel is None:
@@ -370,7 +432,7 @@ def _dispatch_first(a: torch.Tensor, b: torch.Tensor, key: tuple[Any, ...]) -> t
     if cfg is None:
         _DISPATCH[key] = None
         return torch.matmul(a, b)
-    if cfg.tma and not tma_aligned(a, b):
+    if (cfg.tma or cfg.cuda) and not tma_aligned(a, b):
         return torch.matmul(a, b)
     out = hgemm(a, b, cfg)
     plan = _LAUNCHES.get((cfg, a.shape, b.shape, a.stride(), b.stride()))

@@ -28,8 +28,11 @@ import triton
 from triton.compiler.errors import CompilationError
 from triton.runtime.errors import OutOfResources
 
+from . import hgemm_cuda
 from .cublaslt import LtGemm
 from .hgemm import TOLERANCE, HgemmConfig, hgemm, reference, relative_error
+from .hgemm_cuda import CUDA_TILES
+from .hgemm_tma import streamk_split
 from .timing import Timer
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages): wgmma tiles (64-row multiples).
@@ -74,8 +77,26 @@ TMA_SPLIT_TILES = [
     (64, 128, 64, 4, 4),
     (64, 64, 128, 4, 3),
 ]
+# Stream-K on TMA loads (tools/hgemm_tma.py), for shapes whose last wave of tiles is part-empty.
+STREAMK_TILES = [
+    (128, 256, 64, 8, 3),
+    (128, 128, 64, 8, 4),
+    (128, 128, 64, 4, 4),
+    (128, 64, 64, 4, 4),
+    (64, 128, 64, 4, 4),
+]
+STREAMK_BELOW = 0.9  # ... wave efficiency (tiles over the SM slots of the waves they take) below this
+# ... and 8+ K blocks a program: below that the parts' fixup costs more than the idle SMs (on the
+# first H100 run stream-K was picked only for small host-bound shapes, where candidates differ by the
+# host's noise, and lost there in the measurement)
+STREAMK_MIN_RUN = 8
 SPLITS = (2, 3, 4, 6, 8, 12, 16)
-FAMILIES = ("tile", "small-m", "tma")
+CUDA_SPLITS = (
+    2,
+    4,
+    8,
+)  # the CUDA C++ kernel's split-K variants (fewer than Triton's: a minute's build is shared)
+FAMILIES = ("tile", "small-m", "tma", "cuda")
 SERVER_IDLE_S = 1e-3
 GemmFn = Callable[[], torch.Tensor]
 
@@ -113,7 +134,7 @@ class ShapeResult:
 
 
 def family(cfg: HgemmConfig) -> str:
-    return "tma" if cfg.tma else "small-m" if cfg.block_m < 64 else "tile"
+    return "cuda" if cfg.cuda else "tma" if cfg.tma else "small-m" if cfg.block_m < 64 else "tile"
 
 
 def _with_splits(m: int, n: int, k: int, sms: int, cfg: HgemmConfig) -> list[HgemmConfig]:
@@ -127,8 +148,9 @@ def _with_splits(m: int, n: int, k: int, sms: int, cfg: HgemmConfig) -> list[Hge
 def candidates(m: int, n: int, k: int, sms: int, families: tuple[str, ...] = FAMILIES) -> list[HgemmConfig]:
     """Configs worth trying for one shape: tiles no larger than the matrix needs with their
     split-K variants; 16/32-row tiles where 64-row ones leave SMs idle; where rows are 16-byte
-    aligned, the persistent TMA schedule if the output tiles fill half the SMs or more, and
-    split-K on TMA loads if they do not."""
+    aligned, the persistent TMA schedule if the output tiles fill half the SMs or more,
+    split-K on TMA loads if they do not, and stream-K where the last wave is part-empty; where
+    rows are 16-byte aligned, the CUDA C++ kernel's tiles that fit, with split-K below a wave."""
     fits = [
         t
         for t in TILES
@@ -151,6 +173,19 @@ def candidates(m: int, n: int, k: int, sms: int, families: tuple[str, ...] = FAM
             if triton.cdiv(m, bm) * triton.cdiv(n, bn) < sms // 2 and fits_m and fits_n:
                 splits = _with_splits(m, n, k, sms, HgemmConfig(bm, bn, bk, 8, 1, warps, stages, tma=True))
                 out += splits[1:]  # split-K only: one slice is the persistent kernel
+        for bm, bn, bk, warps, stages in STREAMK_TILES:
+            tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
+            fits_m, fits_n = bm <= max(64, triton.next_power_of_2(m)), bn <= triton.next_power_of_2(n)
+            part_empty = tiles / (triton.cdiv(tiles, sms) * sms) < STREAMK_BELOW
+            run = streamk_split(tiles, triton.cdiv(k, bk), sms)[1]  # K blocks a program
+            if part_empty and run >= STREAMK_MIN_RUN and fits_m and fits_n:
+                out.append(HgemmConfig(bm, bn, bk, 8, 1, warps, stages, tma=True, stream_k=True))
+    if "cuda" in families and k % 8 == 0 and n % 8 == 0:
+        for bm, bn, bk, warps_m, warps_n, stages in CUDA_TILES:
+            fits = bm <= max(16, triton.next_power_of_2(m)) and bn <= max(64, triton.next_power_of_2(n))
+            if fits and (bm >= 64 or triton.cdiv(m, 64) * triton.cdiv(n, 64) < sms):  # small-M tiles as above
+                cfg = HgemmConfig(bm, bn, bk, 8, 1, warps_m * warps_n, stages, cuda=True)
+                out += [c for c in _with_splits(m, n, k, sms, cfg) if c.split_k in (1, *CUDA_SPLITS)]
     return out
 
 
@@ -196,6 +231,10 @@ def search_shape(
     best: tuple[float, HgemmConfig] | None = None
     configs = candidates(m, n, k, sms) if prior is None else [prior, *candidates(m, n, k, sms, FAMILIES[1:])]
     configs = list(dict.fromkeys(configs))  # a prior from the TMA or small-M family is tried once
+    why = hgemm_cuda.unavailable() if any(c.cuda for c in configs) else None
+    if why is not None:
+        log.append(f"{m}x{n}x{k}: CUDA C++ candidates left out: {why}")
+        configs = [c for c in configs if not c.cuda]
     for cfg in configs:
         try:
             err = relative_error(hgemm(a, b, cfg), ref)

@@ -14,7 +14,9 @@ MMAs into separate warp groups; ``SUBTILE`` stores C in two halves. TMA needs 16
 rows: K and N multiples of 8 and 16-byte aligned base pointers.
 
 Below half a wave of output tiles, the split-K kernel here reads through the same
-descriptors: one program per (tile, K slice), the partials summed in the same launch.
+descriptors: one program per (tile, K slice), the partials summed in the same launch. Where
+the last wave of tiles is part-empty (96 tiles on 132 SMs leave 36 idle through the whole K
+loop), the stream-K kernel spreads the K blocks of the part-empty waves evenly over the SMs.
 """
 
 from __future__ import annotations
@@ -118,6 +120,85 @@ def _hgemm_tma_split_kernel(
         tl.atomic_xchg(lock_ptr + pid, 0)
 
 
+@triton.jit
+def _hgemm_tma_streamk_kernel(
+    a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, stride_am, stride_bk, sk_tiles, iters,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    NUM_SMS: tl.constexpr,
+):  # fmt: skip
+    # Stream-K (Osama et al., 2023) on TMA loads, for shapes whose output tiles leave the last
+    # wave part-empty. The first ``sk_tiles`` tiles' K blocks, laid end to end, are cut into
+    # NUM_SMS runs of ``iters`` blocks, one a program: a run covers parts of one to a few
+    # tiles. A tile done whole by one run is stored; a part leaves its fp32 partial in one of
+    # its program's two workspace slots (0: the tile its run starts in, 1: the one it ends
+    # in), and the part that arrives last at the tile's counter sums them and stores C, in
+    # the same launch. The remaining tiles (whole waves) are done one a program, persistent.
+    a_desc = tl.make_tensor_descriptor(
+        a_ptr, shape=[M, K], strides=[stride_am, 1], block_shape=[BLOCK_M, BLOCK_K]
+    )
+    b_desc = tl.make_tensor_descriptor(
+        b_ptr, shape=[K, N], strides=[stride_bk, 1], block_shape=[BLOCK_K, BLOCK_N]
+    )
+    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N])
+    pid = tl.program_id(axis=0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    rows, cols = tl.arange(0, BLOCK_M), tl.arange(0, BLOCK_N)
+    it = pid * iters
+    end = min(it + iters, sk_tiles * k_tiles)
+    first_tile = it // k_tiles
+    while it < end:
+        tile = it // k_tiles
+        k_first = it - tile * k_tiles
+        k_end = min(k_tiles, k_first + end - it)
+        pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in range(k_first, k_end):
+            a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
+            b = b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N])
+            acc = tl.dot(a, b, acc)
+        if k_first == 0 and k_end == k_tiles:
+            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(tl.float16))
+        else:
+            slot = 2 * pid + (tile != first_tile).to(tl.int32)
+            # offsets built from the slot here, not a whole tile of them kept live (and spilled)
+            # through the K loop
+            tl.store(ws_ptr + (slot * BLOCK_M + rows)[:, None] * BLOCK_N + cols[None, :], acc)
+            tl.debug_barrier()
+            q_first = (tile * k_tiles) // iters  # the programs whose runs cover part of this tile
+            q_last = ((tile + 1) * k_tiles - 1) // iters
+            arrived = tl.atomic_add(lock_ptr + tile, 1, sem="acq_rel", scope="gpu")
+            if arrived == q_last - q_first:
+                for q in range(q_first, q_last + 1):
+                    if q != pid:
+                        q_slot = 2 * q + ((q * iters) // k_tiles != tile).to(tl.int32)
+                        q_rows = (q_slot * BLOCK_M + rows)[:, None] * BLOCK_N
+                        acc += tl.load(ws_ptr + q_rows + cols[None, :], cache_modifier=".cg")
+                c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(tl.float16))
+                tl.atomic_xchg(lock_ptr + tile, 0)
+        it += k_end - k_first
+    for tile in range(sk_tiles + pid, num_pid_m * num_pid_n, NUM_SMS):
+        pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in range(k_tiles):
+            a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
+            b = b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N])
+            acc = tl.dot(a, b, acc)
+        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(tl.float16))
+
+
+def streamk_split(tiles: int, k_tiles: int, programs: int) -> tuple[int, int]:
+    """Stream-K's share of a shape: how many output tiles (the first in grouped order) have
+    their K blocks spread evenly over the programs, and the blocks each program gets. With
+    a part-empty last wave, that is the last whole wave and the remainder (the paper's
+    "two-tile" hybrid, so every program's run spans one to two tiles); below one wave, every
+    tile; with whole waves only, none."""
+    waves, rest = divmod(tiles, programs)
+    sk_tiles = 0 if rest == 0 else tiles if waves == 0 else programs + rest
+    return sk_tiles, triton.cdiv(sk_tiles * k_tiles, programs) if sk_tiles else 0
+
+
 def tma_aligned(*tensors) -> bool:  # type: ignore[no-untyped-def]
     """Whether TMA can read these row-major tensors: 16-byte base and row stride."""
     return all(t.data_ptr() % 16 == 0 and t.stride(1) == 1 and t.stride(0) % 8 == 0 for t in tensors)
@@ -148,3 +229,4 @@ def ensure_allocator() -> None:
 
 TMA_KERNEL = _hgemm_tma_kernel
 TMA_SPLIT_KERNEL = _hgemm_tma_split_kernel
+TMA_STREAMK_KERNEL = _hgemm_tma_streamk_kernel

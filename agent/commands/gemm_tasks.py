@@ -29,7 +29,7 @@ def get_init_inputs():
     return []
 '''
 
-CANDIDATE = '''"""kforge gemm's tuned Triton kernel for ({m}, {n}, {k}): {name}."""
+CANDIDATE = '''"""kforge gemm's tuned kernel for ({m}, {n}, {k}): {name}."""
 
 import torch
 import torch.nn as nn

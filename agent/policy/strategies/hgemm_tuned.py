@@ -70,7 +70,7 @@ def spec(cfg: HgemmConfig) -> Spec:
         family=FAMILY,
         body=f"hgemm:{cfg.name}",
         tag=f"hgemm[{cfg.name}]",
-        note=f"kforge gemm's fp16 Triton GEMM, fp32 accumulation, config {cfg.name}",
+        note=f"kforge gemm's fp16 GEMM (Triton or CUDA C++), fp32 accumulation, config {cfg.name}",
     )
 
 

@@ -18,15 +18,8 @@ import torch
 import typer
 from kforge.agent.commands.gemm import read_shapes
 from kforge.agent.commands.gemm_report import summary, table_configs
-from kforge.tools.hgemm import (
-    TOLERANCE,
-    HgemmConfig,
-    hgemm,
-    load_table,
-    reference,
-    relative_error,
-    save_table,
-)
+from kforge.tools.hgemm import TOLERANCE, HgemmConfig, hgemm, reference, relative_error
+from kforge.tools.hgemm_dispatch import load_table, save_table
 
 
 def _fp16_accumulated(a: torch.Tensor, b: torch.Tensor, block_k: int = 64) -> torch.Tensor:
@@ -217,6 +210,7 @@ def test_table_keeps_only_shapes_where_the_kernel_won_and_summary_gives_geomeans
 @pytest.mark.gpu
 def test_kernel_and_dispatch_match_torch_on_the_gpu():
     import kforge.tools.hgemm as hg
+    import kforge.tools.hgemm_dispatch as dispatch
     from kforge import gemm
 
     for m, n, k, cfg in [
@@ -229,16 +223,16 @@ def test_kernel_and_dispatch_match_torch_on_the_gpu():
         assert relative_error(hg.hgemm(a, b, cfg), ref) <= TOLERANCE  # the cached launch
         assert relative_error(gemm.matmul(a, b), ref) <= TOLERANCE
         key = (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, 0, 0)
-        table = hg._table_for(a.get_device())
+        table = dispatch._table_for(a.get_device())
         table[(m, n, k)] = cfg  # the dispatcher's table in this process
         try:
-            hg._DISPATCH.clear()
+            dispatch._DISPATCH.clear()
             assert relative_error(gemm.matmul(a, b), ref) <= TOLERANCE
             assert relative_error(gemm.matmul(a, b), ref) <= TOLERANCE  # the remembered launch
-            assert hg._DISPATCH[key] is not None
+            assert dispatch._DISPATCH[key] is not None
         finally:
             del table[(m, n, k)]
-            hg._DISPATCH.clear()
+            dispatch._DISPATCH.clear()
 
 
 @pytest.mark.gpu
@@ -292,6 +286,7 @@ def test_cuda_kernels_match_the_reference_on_ragged_shapes():
     chunks past N and K zero-filled), with and without split-K, twice (the split-K counters
     are reset); unaligned operands are refused, and the dispatcher sends them to torch.matmul."""
     import kforge.tools.hgemm as hg
+    import kforge.tools.hgemm_dispatch as dispatch
     from kforge.tools.hgemm_cuda import CUDA_TILES
 
     for bm, bn, bk, wm, wn, stages in CUDA_TILES:
@@ -306,17 +301,17 @@ def test_cuda_kernels_match_the_reference_on_ragged_shapes():
     a, b = torch.randn(64, 136, device="cuda").half(), torch.randn(128, 64, device="cuda").half()
     with pytest.raises(ValueError, match="16-byte aligned"):
         hg.hgemm(a[:, 1:129], b, cfg)
-    table = hg._table_for(0)
+    table = dispatch._table_for(0)
     table[(64, 64, 128)] = cfg
     try:
-        hg._DISPATCH.clear()
-        out = hg.matmul(a[:, 1:129], b)  # unaligned: torch.matmul
+        dispatch._DISPATCH.clear()
+        out = dispatch.matmul(a[:, 1:129], b)  # unaligned: torch.matmul
         assert relative_error(out, reference(a[:, 1:129], b)) <= TOLERANCE
         aligned = a[:, :128].contiguous()
-        assert relative_error(hg.matmul(aligned, b), reference(aligned, b)) <= TOLERANCE
+        assert relative_error(dispatch.matmul(aligned, b), reference(aligned, b)) <= TOLERANCE
     finally:
         del table[(64, 64, 128)]
-        hg._DISPATCH.clear()
+        dispatch._DISPATCH.clear()
 
 
 def test_a_tuned_shape_is_a_task_the_evaluator_checks_like_any_other(tmp_path: Path, make_cpu_options):
@@ -426,24 +421,26 @@ def test_the_dispatcher_remembers_each_operand_layout(monkeypatch):
     """kforge.gemm.matmul: a layout seen before goes to its remembered launch when the
     operands are 16-byte aligned, or to torch.matmul when it is not the table's; an unaligned
     view of a known layout takes the checked path, and the memory stays bounded."""
-    import kforge.tools.hgemm as hg
+    import kforge.tools.hgemm_dispatch as dispatch
 
-    monkeypatch.setattr(hg, "_DISPATCH", {})
+    monkeypatch.setattr(dispatch, "_DISPATCH", {})
     a, b = torch.randn(32, 64).half(), torch.randn(64, 16).half()
     key = (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, -1, -1)
-    assert torch.equal(hg.matmul(a, b), torch.matmul(a, b)) and hg._DISPATCH == {key: None}  # CPU: torch
+    assert torch.equal(dispatch.matmul(a, b), torch.matmul(a, b)) and dispatch._DISPATCH == {
+        key: None
+    }  # CPU: torch
     launched: list[tuple] = []
 
     def tuned(x, y):
         launched.append((x, y))
         return "tuned"
 
-    hg._DISPATCH[key] = tuned
-    assert hg.matmul(a, b) == "tuned" and launched == [(a, b)]
+    dispatch._DISPATCH[key] = tuned
+    assert dispatch.matmul(a, b) == "tuned" and launched == [(a, b)]
     unaligned = torch.randn(32 * 64 + 1).half()[1:].view(32, 64)
-    assert torch.equal(hg.matmul(unaligned, b), torch.matmul(unaligned, b)) and len(launched) == 1
-    monkeypatch.setattr(hg, "_DISPATCH_MAX", 2)
-    hg.matmul(a.float(), b.float())
-    assert len(hg._DISPATCH) == 2
-    hg.matmul(a.double(), b.double())
-    assert len(hg._DISPATCH) == 1
+    assert torch.equal(dispatch.matmul(unaligned, b), torch.matmul(unaligned, b)) and len(launched) == 1
+    monkeypatch.setattr(dispatch, "_DISPATCH_MAX", 2)
+    dispatch.matmul(a.float(), b.float())
+    assert len(dispatch._DISPATCH) == 2
+    dispatch.matmul(a.double(), b.double())
+    assert len(dispatch._DISPATCH) == 1

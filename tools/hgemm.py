@@ -1,6 +1,6 @@
 """Half-precision GEMM, C = A @ B with fp16 A, B and C and an fp32 accumulator: one Triton
-kernel with per-shape tile configs, the check that tells fp32 from fp16 accumulation, and
-the dispatcher that runs the tuned config for a known (M, N, K) and torch.matmul otherwise.
+kernel with per-shape tile configs, its compiled per-shape launch, and the check that tells
+fp32 from fp16 accumulation (the dispatch table and ``matmul`` are in ``tools/hgemm_dispatch.py``).
 
 On Hopper, Triton lowers ``tl.dot`` of fp16 tiles with 4+ warps and a 64-row block to wgmma
 and pipelines the loads over ``num_stages`` buffers. SPLIT_K > 1 splits the K loop over a
@@ -15,10 +15,7 @@ run the hand-written CUDA C++ kernel of ``tools/hgemm_cuda.py``.
 from __future__ import annotations
 
 import dataclasses
-import functools
-import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -41,7 +38,6 @@ from .hgemm_tma import (
 # near 2.1e-4 at every K (the output rounding dominates); an fp16 accumulator grows with the
 # number of K blocks and is over this line from K of about 768 on (tests/test_hgemm.py).
 TOLERANCE = 5e-4
-TABLE_DIR = Path(__file__).resolve().parent / "gemm_tables"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,9 +194,7 @@ def _plan(a: torch.Tensor, b: torch.Tensor, cfg: HgemmConfig) -> _Plan:
         tile = hgemm_cuda.tile_index(cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_warps, cfg.num_stages)
         partials = torch.empty((split, m, n), device=a.device, dtype=torch.float32) if split > 1 else None
         counters = torch.zeros(tiles, dtype=torch.int32, device=a.device)
-        return _Plan(
-            (tiles, split), (m, n, k, tile, split), counters, a.get_device(), partials, cuda_tile=tile
-        )
+        return _Plan((tiles, split), (m, n, k), counters, a.get_device(), partials, cuda_tile=tile)
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else 4
     if cfg.stream_k:
         sk_tiles, iters = streamk_split(tiles, triton.cdiv(k, cfg.block_k), sms)
@@ -238,9 +232,8 @@ def _launcher(plan: _Plan) -> Callable[[torch.Tensor, torch.Tensor], torch.Tenso
         return _cuda_launcher(plan)
     kernel, (gx, gy), index = plan.kernel, plan.grid, plan.device_index
     run, function, metadata = kernel.run, kernel.function, kernel.packed_metadata
-    m, n = plan.scalars[0], plan.scalars[1]
-    like = torch.empty((1, 1), device=plan.locks.device, dtype=torch.float16).expand(m, n)
-    stream, empty_like = torch._C._cuda_getCurrentRawStream, torch.empty_like
+    like, empty_like = _c_like(plan), torch.empty_like
+    stream = torch._C._cuda_getCurrentRawStream
     tail = (*plan.extra, *plan.scalars)
     call, head = _bare_launch(run, gx * gy, metadata) or (run, (metadata, None, None, None))
 
@@ -252,14 +245,17 @@ def _launcher(plan: _Plan) -> Callable[[torch.Tensor, torch.Tensor], torch.Tenso
     return launch
 
 
+def _c_like(plan: _Plan) -> torch.Tensor:
+    """A broadcast 1x1 fp16 tensor of C's shape: ``empty_like`` of it is a contiguous C."""
+    m, n = plan.scalars[0], plan.scalars[1]
+    return torch.empty((1, 1), device=plan.locks.device, dtype=torch.float16).expand(m, n)
+
+
 def _cuda_launcher(plan: _Plan) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """The CUDA C++ kernel's call: C allocated as the Triton launch does, one C++ function."""
     op, tile, split, locks = plan.kernel, plan.cuda_tile, plan.grid[1], plan.locks
     partials = plan.ws if plan.ws is not None else locks
-    like = torch.empty((1, 1), device=locks.device, dtype=torch.float16).expand(
-        plan.scalars[0], plan.scalars[1]
-    )
-    empty_like = torch.empty_like
+    like, empty_like = _c_like(plan), torch.empty_like
 
     def launch(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         c = empty_like(like)
@@ -306,7 +302,6 @@ def _compile(plan: _Plan, cfg: HgemmConfig, tensors: tuple[torch.Tensor, ...]) -
     jit = _hgemm_kernel
     if cfg.tma:
         jit = TMA_STREAMK_KERNEL if cfg.stream_k else TMA_SPLIT_KERNEL if cfg.split_k > 1 else TMA_KERNEL
-    if cfg.tma:
         ensure_allocator()
     if not plan.on_gpu:  # the interpreter (TRITON_INTERPRET=1) has no compiled kernel
         jit[plan.grid](*tensors, *plan.scalars, **opts)
@@ -377,65 +372,3 @@ def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     if not torch.isfinite(diff).all():
         return float("inf")
     return float(diff.norm() / ref.norm())
-
-
-def table_path(gpu_name: str, directory: Path = TABLE_DIR) -> Path:
-    """The dispatch table's file for one GPU model, e.g. NVIDIA_H100_80GB_HBM3.json."""
-    return directory / ("".join(c if c.isalnum() else "_" for c in gpu_name) + ".json")
-
-
-def save_table(path: Path, gpu_name: str, configs: dict[tuple[int, int, int], HgemmConfig]) -> None:
-    rows = [{"M": m, "N": n, "K": k, **cfg.to_json()} for (m, n, k), cfg in sorted(configs.items())]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"gpu": gpu_name, "shapes": rows}, indent=1) + "\n")
-
-
-def load_table(path: Path) -> dict[tuple[int, int, int], HgemmConfig]:
-    rows = json.loads(path.read_text())["shapes"]
-    return {(r.pop("M"), r.pop("N"), r.pop("K")): HgemmConfig(**r) for r in rows}
-
-
-@functools.cache
-def _table_for(device_index: int) -> dict[tuple[int, int, int], HgemmConfig]:
-    path = table_path(torch.cuda.get_device_name(device_index))
-    return load_table(path) if path.exists() else {}
-
-
-# The dispatcher's per-call path: by operands' shapes, strides, dtypes and devices, the
-# tuned kernel's compiled launch, or None for torch.matmul (a shape not in the table, or not
-# a 2-D fp16 CUDA product). Bounded: cleared when it grows past _DISPATCH_MAX keys.
-_DISPATCH: dict[tuple[Any, ...], Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None] = {}
-_DISPATCH_MAX = 4096
-_UNSEEN = object()
-
-
-def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``a @ b``: the tuned kernel for a 2-D fp16 CUDA shape in this GPU's table, else
-    torch.matmul. A known shape's call is one dictionary lookup and an alignment check before
-    the kernel's launch."""
-    key = (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.get_device(), b.get_device())
-    launch = _DISPATCH.get(key, _UNSEEN)
-    if launch is None:
-        return torch.matmul(a, b)
-    if launch is not _UNSEEN and (a.data_ptr() | b.data_ptr()) % 16 == 0:
-        return launch(a, b)  # type: ignore[operator]
-    return _dispatch_first(a, b, key)
-
-
-def _dispatch_first(a: torch.Tensor, b: torch.Tensor, key: tuple[Any, ...]) -> torch.Tensor:
-    """A key's first call (it is remembered), and unaligned operands (they are not)."""
-    cfg = None
-    if a.is_cuda and a.dtype is torch.float16 and b.dtype is torch.float16 and a.dim() == b.dim() == 2:
-        cfg = _table_for(a.get_device()).get((a.shape[0], b.shape[1], a.shape[1]))
-    if len(_DISPATCH) >= _DISPATCH_MAX:
-        _DISPATCH.clear()
-    if cfg is None:
-        _DISPATCH[key] = None
-        return torch.matmul(a, b)
-    if (cfg.tma or cfg.cuda) and not tma_aligned(a, b):
-        return torch.matmul(a, b)
-    out = hgemm(a, b, cfg)
-    plan = _LAUNCHES.get((cfg, a.shape, b.shape, a.stride(), b.stride()))
-    if plan is not None and plan.device_index == a.get_device() == b.get_device():
-        _DISPATCH[key] = plan.launch
-    return out

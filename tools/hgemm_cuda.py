@@ -172,10 +172,10 @@ hgemm_mma(const half* __restrict__ A, const half* __restrict__ B, half* __restri
   }
   cp_async_wait<0>();
 
+  // Each thread's C fragments: a pair of adjacent columns (c, c + 1) at row r, for every
+  // (m16, n8) tile i, j of its warp and each half h (rows +0 and +8); pairs past M or N skipped.
   const int row0 = m0 + wm * T::TM + (lane >> 2), col0 = n0 + wn * T::TN + (lane & 3) * 2;
-  if (split > 1) {
-    // Leave this slice's fp32 partial; the last slice at the tile's counter sums them.
-    float* part = ws + (int64_t)blockIdx.z * M * N;
+  auto each_pair = [&](auto&& f) {
 #pragma unroll
     for (int i = 0; i < T::MI; ++i)
 #pragma unroll
@@ -183,10 +183,13 @@ hgemm_mma(const half* __restrict__ A, const half* __restrict__ B, half* __restri
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int r = row0 + i * 16 + h * 8, c = col0 + j * 8;
-          if (r < M && c < N)
-            *reinterpret_cast<float2*>(part + (int64_t)r * N + c) =
-                make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+          if (r < M && c < N) f(acc[i][j] + 2 * h, (int64_t)r * N + c);
         }
+  };
+  if (split > 1) {
+    // Leave this slice's fp32 partial; the last slice at the tile's counter sums them.
+    float* part = ws + (int64_t)blockIdx.z * M * N;
+    each_pair([&](float* v, int64_t at) { *reinterpret_cast<float2*>(part + at) = make_float2(v[0], v[1]); });
     __threadfence();
     __syncthreads();
     __shared__ int last;
@@ -197,33 +200,15 @@ hgemm_mma(const half* __restrict__ A, const half* __restrict__ B, half* __restri
     for (int s = 0; s < split; ++s) {
       if (s == (int)blockIdx.z) continue;
       const float* other = ws + (int64_t)s * M * N;
-#pragma unroll
-      for (int i = 0; i < T::MI; ++i)
-#pragma unroll
-        for (int j = 0; j < T::NI; ++j)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int r = row0 + i * 16 + h * 8, c = col0 + j * 8;
-            if (r < M && c < N) {
-              const float2 v = __ldcg(reinterpret_cast<const float2*>(other + (int64_t)r * N + c));
-              acc[i][j][2 * h] += v.x;
-              acc[i][j][2 * h + 1] += v.y;
-            }
-          }
+      each_pair([&](float* v, int64_t at) {
+        const float2 o = __ldcg(reinterpret_cast<const float2*>(other + at));
+        v[0] += o.x;
+        v[1] += o.y;
+      });
     }
     if (tid == 0) locks[pid] = 0;  // ready for the next call
   }
-#pragma unroll
-  for (int i = 0; i < T::MI; ++i)
-#pragma unroll
-    for (int j = 0; j < T::NI; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = row0 + i * 16 + h * 8, c = col0 + j * 8;
-        if (r < M && c < N)
-          *reinterpret_cast<half2*>(C + (int64_t)r * N + c) =
-              __floats2half2_rn(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
-      }
+  each_pair([&](float* v, int64_t at) { *reinterpret_cast<half2*>(C + at) = __floats2half2_rn(v[0], v[1]); });
 }
 
 template <int BM, int BN, int BK, int WM, int WN, int STAGES>
@@ -305,9 +290,11 @@ def tile_index(block_m: int, block_n: int, block_k: int, num_warps: int, num_sta
     )
 
 
+@functools.cache
 def unavailable() -> str | None:
     """Why the CUDA C++ kernels cannot be built here, or None: they need a CUDA GPU, nvcc
-    (CUDA_HOME or PATH) and ninja, as ``load_inline`` does."""
+    (CUDA_HOME or PATH) and ninja, as ``load_inline`` does. Asked once a process (the ninja
+    check runs a subprocess; the search asks per shape)."""
     from torch.utils import cpp_extension
 
     if not torch.cuda.is_available():
@@ -344,18 +331,20 @@ def _load_inline() -> Any:
     from torch.utils.cpp_extension import load_inline
 
     major, minor = torch.cuda.get_device_capability()
-    os.environ.setdefault("TORCH_CUDA_ARCH_LIST", f"{major}.{minor}")
     # Without torch's headers in the .cu (they are most of a build's time) where torch allows.
-    quiet = (
-        {"no_implicit_headers": True}
-        if "no_implicit_headers" in inspect.signature(load_inline).parameters
-        else {}
-    )
-    return load_inline(
-        name="kforge_hgemm_cuda",
-        cpp_sources=BINDING_SOURCE,
-        cuda_sources=kernel_source(),
-        extra_cuda_cflags=["-O3"],
-        verbose=False,
-        **quiet,
-    )
+    parameters = inspect.signature(load_inline).parameters
+    quiet = {"no_implicit_headers": True} if "no_implicit_headers" in parameters else {}
+    arch_list = os.environ.get("TORCH_CUDA_ARCH_LIST")
+    os.environ["TORCH_CUDA_ARCH_LIST"] = arch_list or f"{major}.{minor}"  # this GPU's, unless set
+    try:
+        return load_inline(
+            name="kforge_hgemm_cuda",
+            cpp_sources=BINDING_SOURCE,
+            cuda_sources=kernel_source(),
+            extra_cuda_cflags=["-O3"],
+            verbose=False,
+            **quiet,
+        )
+    finally:
+        if arch_list is None:
+            del os.environ["TORCH_CUDA_ARCH_LIST"]

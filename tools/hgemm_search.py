@@ -164,21 +164,23 @@ def candidates(m: int, n: int, k: int, sms: int, families: tuple[str, ...] = FAM
         for bm, bn, bk, warps, stages in SMALL_M_TILES:
             if bn <= max(64, triton.next_power_of_2(n)):
                 out += _with_splits(m, n, k, sms, HgemmConfig(bm, bn, bk, 8, 1, warps, stages))
+
+    def tma_fits(bm: int, bn: int) -> bool:  # TMA boxes no larger than the matrix needs
+        return bm <= max(64, triton.next_power_of_2(m)) and bn <= triton.next_power_of_2(n)
+
     if "tma" in families and k % 8 == 0 and n % 8 == 0:
         for bm, bn, bk, warps, stages, ws in TMA_TILES:
             if triton.cdiv(m, bm) * triton.cdiv(n, bn) >= sms // 2 and bn <= triton.next_power_of_2(n):
                 out.append(HgemmConfig(bm, bn, bk, 8, 1, warps, stages, tma=True, warp_spec=ws))
         for bm, bn, bk, warps, stages in TMA_SPLIT_TILES:
-            fits_m, fits_n = bm <= max(64, triton.next_power_of_2(m)), bn <= triton.next_power_of_2(n)
-            if triton.cdiv(m, bm) * triton.cdiv(n, bn) < sms // 2 and fits_m and fits_n:
+            if triton.cdiv(m, bm) * triton.cdiv(n, bn) < sms // 2 and tma_fits(bm, bn):
                 splits = _with_splits(m, n, k, sms, HgemmConfig(bm, bn, bk, 8, 1, warps, stages, tma=True))
                 out += splits[1:]  # split-K only: one slice is the persistent kernel
         for bm, bn, bk, warps, stages in STREAMK_TILES:
             tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
-            fits_m, fits_n = bm <= max(64, triton.next_power_of_2(m)), bn <= triton.next_power_of_2(n)
             part_empty = tiles / (triton.cdiv(tiles, sms) * sms) < STREAMK_BELOW
             run = streamk_split(tiles, triton.cdiv(k, bk), sms)[1]  # K blocks a program
-            if part_empty and run >= STREAMK_MIN_RUN and fits_m and fits_n:
+            if part_empty and run >= STREAMK_MIN_RUN and tma_fits(bm, bn):
                 out.append(HgemmConfig(bm, bn, bk, 8, 1, warps, stages, tma=True, stream_k=True))
     if "cuda" in families and k % 8 == 0 and n % 8 == 0:
         for bm, bn, bk, warps_m, warps_n, stages in CUDA_TILES:

@@ -36,6 +36,20 @@ def _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 
 @triton.jit
+def _tile_product(
+    a_desc, b_desc, pid_m, pid_n, k_first, k_end,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+):  # fmt: skip
+    # One output tile's product over K blocks [k_first, k_end), in fp32.
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for ki in range(k_first, k_end):
+        a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
+        b = b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N])
+        acc = tl.dot(a, b, acc)
+    return acc
+
+
+@triton.jit
 def _hgemm_tma_kernel(
     a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
@@ -100,11 +114,7 @@ def _hgemm_tma_split_kernel(
     per_slice = tl.cdiv(k_tiles, SPLIT_K)
     k_first = slice_id * per_slice
     k_end = min(k_first + per_slice, k_tiles)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for ki in range(k_first, k_end):
-        a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
-        b = b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N])
-        acc = tl.dot(a, b, acc)
+    acc = _tile_product(a_desc, b_desc, pid_m, pid_n, k_first, k_end, BLOCK_M, BLOCK_N, BLOCK_K)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     tile = offs_m[:, None] * N + offs_n[None, :]
@@ -153,11 +163,7 @@ def _hgemm_tma_streamk_kernel(
         k_first = it - tile * k_tiles
         k_end = min(k_tiles, k_first + end - it)
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for ki in range(k_first, k_end):
-            a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
-            b = b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N])
-            acc = tl.dot(a, b, acc)
+        acc = _tile_product(a_desc, b_desc, pid_m, pid_n, k_first, k_end, BLOCK_M, BLOCK_N, BLOCK_K)
         if k_first == 0 and k_end == k_tiles:
             c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(tl.float16))
         else:
@@ -180,11 +186,7 @@ def _hgemm_tma_streamk_kernel(
         it += k_end - k_first
     for tile in range(sk_tiles + pid, num_pid_m * num_pid_n, NUM_SMS):
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for ki in range(k_tiles):
-            a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
-            b = b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N])
-            acc = tl.dot(a, b, acc)
+        acc = _tile_product(a_desc, b_desc, pid_m, pid_n, 0, k_tiles, BLOCK_M, BLOCK_N, BLOCK_K)
         c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(tl.float16))
 
 

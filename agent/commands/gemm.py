@@ -139,7 +139,8 @@ def spawn_workers(
 def finish(out: Path, gpu_name: str) -> None:
     """Merged results CSV, the dispatch table (shapes where the kernel beat torch.matmul
     offline), the plot, each shape as a task with its kernel as a candidate, and a summary."""
-    from ...tools.hgemm import HgemmConfig, save_table, table_path
+    from ...tools.hgemm import HgemmConfig
+    from ...tools.hgemm_dispatch import save_table, table_path
     from .gemm_report import plot, summary, table_configs
     from .gemm_tasks import write_tasks
 

@@ -18,7 +18,8 @@ from typing import Any
 import torch
 import torch.fx
 
-from ....tools.hgemm import HgemmConfig, load_table, table_path
+from ....tools.hgemm import HgemmConfig
+from ....tools.hgemm_dispatch import load_table, table_path
 from .source import Body, Spec
 
 FAMILY = "hgemm-tuned"

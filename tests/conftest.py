@@ -58,7 +58,7 @@ def fixture_task() -> Callable[[str], Task]:
 # of what workers import (PYTHONPYCACHEPREFIX: in a new folder a worker recompiles some 3000 torch
 # modules, 6 s on 2 cores) and Inductor's and Triton's compiled code. Every test's folder links
 # them to the session's; what a test checks (runs, results, extensions, scratch) stays its own.
-SHARED_CACHES = ("pycache", "inductor", "triton")
+SHARED_CACHES = ("pycache", "inductor", "triton", "judge")
 
 
 @pytest.fixture(scope="session")

@@ -29,13 +29,13 @@ CPU_CHEATS: dict[str, tuple[str, str]] = {
     "patched_event": ("scale_relu", "patches a timer"),
     "patched_timer_dynamic": ("scale_relu", "patched timer"),
     "patched_compare": ("scale_relu", "patched"),
-    "calls_reference": ("scale_relu", "calls the reference Model"),
+    "calls_reference": ("scale_relu", "reads sys.modules"),
     "calls_reference_gc": ("scale_relu", "introspects the evaluator"),
     "try_fallback": ("scale_relu", "try/except"),
-    "changes_sizes": ("scale_relu", "problem sizes changed"),
+    "changes_sizes": ("scale_relu", "reads sys.modules"),
     "background_thread": ("scale_relu", "background thread"),
     "precision_tf32": ("matmul_small", "precision lowered"),
-    "ignores_inputs": ("matmul_small", "inputs"),
+    "ignores_inputs": ("matmul_small", "reads sys.modules"),
     "precision_bf16": ("softmax_wide", "precision lowered: error vs float64"),
 }
 # Needs CUDA to show at all (see tests/test_cheats_gpu.py).

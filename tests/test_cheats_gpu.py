@@ -34,14 +34,14 @@ GPU_CHEATS: dict[str, tuple[str, tuple[str, ...]]] = {
     "patched_event": ("scale_relu", ("patches a timer",)),
     "patched_timer_dynamic": ("scale_relu", ("patched timer",)),
     "patched_compare": ("scale_relu", ("patched",)),
-    "calls_reference": ("scale_relu", ("calls the reference Model",)),
+    "calls_reference": ("scale_relu", ("reads sys.modules",)),
     "calls_reference_gc": ("scale_relu", ("introspects the evaluator",)),
     "try_fallback": ("scale_relu", ("try/except",)),
-    "changes_sizes": ("scale_relu", ("problem sizes changed",)),
+    "changes_sizes": ("scale_relu", ("reads sys.modules",)),
     "background_thread": ("scale_relu_big", ("background thread", "work the timer misses")),
     "side_stream": ("scale_relu_big", ("side stream", "work the timer misses")),
     "precision_tf32": ("matmul_small", ("precision lowered",)),
-    "ignores_inputs": ("matmul_small", ("inputs",)),
+    "ignores_inputs": ("matmul_small", ("reads sys.modules",)),
     "precision_bf16": ("softmax_wide", ("precision lowered",)),
 }
 # Known engine gaps (strict xfail, flips to a failure once fixed); none today.
@@ -79,6 +79,28 @@ def test_cheat_is_rejected_on_cuda(gpu_cheat_results: dict[str, Result], name: s
     result = gpu_cheat_results[name]
     _, phrases = GPU_CHEATS[name]
     assert result.status == Status.REJECTED, f"{name}: {result.status} {result.flags} {result.log[-600:]}"
+    assert any(p in reason for reason in result.cheats for p in phrases), result.cheats
+
+
+# Attacks from inside the candidate's worker that need a GPU (tests/test_judge.py has the rest).
+GPU_ATTACKS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "forged_events_gpu": ("scale_relu_big", ("timing claims do not add up", "speed of light")),
+    "lazy_checksum_gpu": ("matmul_gpu", ("timing claims do not add up",)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GPU_ATTACKS))
+def test_attack_from_inside_the_worker_is_rejected_on_cuda(
+    fixture_task: Callable[[str], Task],
+    fixture_source: Callable[[str], str],
+    make_gpu_options: Callable[..., EvalOptions],
+    name: str,
+) -> None:
+    task_name, phrases = GPU_ATTACKS[name]
+    result = evaluate(
+        fixture_task(task_name), fixture_source(f"judge/{name}.py"), make_gpu_options(compile_baseline=False)
+    )
+    assert result.status == Status.REJECTED, f"{name}: {result.status} {result.cheats} {result.log[-1500:]}"
     assert any(p in reason for reason in result.cheats for p in phrases), result.cheats
 
 

@@ -122,29 +122,24 @@ def test_hang_times_out_and_the_next_worker_is_clean(
         assert devices == ["lo"]
 
 
-def test_memory_watchdog_kills_a_worker_without_an_address_limit(
-    scale_relu: Task, fixture_source: Callable[[str], str], tmp_path: Path
-) -> None:
+def test_memory_watchdog_kills_a_worker_without_an_address_limit(tmp_path: Path) -> None:
     """On the GPU RLIMIT_AS is off (CUDA reserves huge ranges): the RSS watchdog must act."""
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    candidate = scratch / "candidate.py"
-    candidate.write_text(fixture_source("candidates/oom.py"))
+    task = scratch / "hog.py"  # task code runs in a worker too: this one eats memory at import
+    task.write_text(
+        "import torch, torch.nn as nn\n"
+        "_hog = [torch.ones(2**27) for _ in range(64)]\n"
+        "class Model(nn.Module):\n    def forward(self, x):\n        return x\n"
+        "def get_inputs():\n    return [torch.ones(1)]\n"
+        "def get_init_inputs():\n    return []\n"
+    )
     job = {
-        "mode": "eval",
-        "device": "cpu",
-        "precision": "fp32",
-        "trials": 5,
-        "timing_trials": 3,
-        "compile_baseline": False,
-        "seed": 0,
-        "task_path": str(scale_relu.path),
-        "candidate_path": str(candidate),
-        "backend": "torch-only",
-        "source_hash": "test",
-    }
+        "mode": "baseline", "device": "cpu", "precision": "fp32", "timing_trials": 3,
+        "compile_baseline": False, "seed": 0, "task_path": str(task),
+    }  # fmt: skip
     limits = Limits(timeout_s=120.0, memory_limit_gb=1.0, limit_address_space=False)
-    env = clean_env({"CUDA_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"})
+    env = clean_env({"CUDA_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1", "KFORGE_SPARE_WORKER": "0"})
     outcome = run_worker(job, scratch, limits, env)
     assert outcome.out_of_memory
     assert outcome.result is None
@@ -153,17 +148,14 @@ def test_memory_watchdog_kills_a_worker_without_an_address_limit(
 
 
 def test_the_next_worker_is_started_ahead_and_serves_one_job(
-    scale_relu: Task, fixture_source: Callable[[str], str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    scale_relu: Task, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from kforge.tools import sandbox
 
     sandbox._end_spare()
-    candidate = tmp_path / "candidate.py"
-    candidate.write_text(fixture_source("candidates/scale_relu_torch.py"))
     job = {
-        "mode": "eval", "device": "cpu", "precision": "fp32", "trials": 2, "timing_trials": 3,
+        "mode": "baseline", "device": "cpu", "precision": "fp32", "timing_trials": 3,
         "compile_baseline": False, "seed": 0, "task_path": str(scale_relu.path),
-        "candidate_path": str(candidate), "backend": "torch-only", "source_hash": "test",
     }  # fmt: skip
     limits = Limits(timeout_s=120.0, memory_limit_gb=4.0)
     env = clean_env({"CUDA_VISIBLE_DEVICES": "", "KFORGE_TEST_SPARE": str(tmp_path)})
@@ -171,7 +163,7 @@ def test_the_next_worker_is_started_ahead_and_serves_one_job(
     def run(name: str, env: dict[str, str] = env) -> WorkerOutcome:
         outcome = run_worker(job, tmp_path / name, limits, env)
         assert outcome.result is not None and outcome.result["status"] == "ok", outcome.log
-        assert "phases:" in outcome.result["log"] and "network:" in outcome.log  # its own log, whole
+        assert "timing:" in outcome.result["log"] and "timing:" in outcome.log  # its own log, whole
         return outcome
 
     assert not run("first").prestarted

@@ -9,7 +9,7 @@ import torch
 from kforge.tools import timing
 from kforge.tools.hardware import detect_gpu, match_spec, spec_for
 from kforge.tools.roofline import count_flops, roofline, tensor_bytes
-from kforge.tools.timing import CPU_LABEL, Timer, summarize
+from kforge.tools.timing import CPU_LABEL, LocalSlot, Timer, summarize
 
 # --- summarize and Timer ---------------------------------------------------------------
 
@@ -228,9 +228,9 @@ def test_interleaved_timing_spreads_drift_over_every_callable(monkeypatch: pytes
     calls[0] = 0
     switched: list[str] = []
     last: dict[str, object] = {}
-    both = Timer(cpu, trials=20, warmup=0).time_many(
-        {"a": work, "b": work},
-        before_each={"a": lambda: switched.append("a")},
+    timer = Timer(cpu, trials=20, warmup=0)
+    both = timer.time_many(
+        {"a": LocalSlot(timer, work, lambda: switched.append("a")), "b": LocalSlot(timer, work)},
         on_last=lambda name, out: last.setdefault(name, out),
     )
     assert 0.95 < both["a"].median_ms / both["b"].median_ms < 1.05
@@ -254,6 +254,7 @@ def test_each_callable_is_timed_warm_as_in_a_plain_loop(monkeypatch: pytest.Monk
         return fn
 
     cpu = torch.device("cpu")
-    timings = Timer(cpu, trials=20, warmup=0).time_many({"a": make("a"), "b": make("b")})
+    timer = Timer(cpu, trials=20, warmup=0)
+    timings = timer.time_many({"a": LocalSlot(timer, make("a")), "b": LocalSlot(timer, make("b"))})
     assert all(t.trials == 20 and t.median_ms < 3.0 for t in timings.values())
     assert all(t.max_ms < 3.0 for t in timings.values())  # the untimed call opens each block

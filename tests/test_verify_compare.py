@@ -59,18 +59,18 @@ def test_relative_error_against_float64_is_the_norm_ratio(chunk: int) -> None:
     assert compare.rel_err(out, ref64) == pytest.approx(1e-3, rel=1e-3)
 
 
-def test_previous_trials_candidates_are_freed_even_in_reference_cycles(fixtures_dir) -> None:
+def test_previous_trials_candidates_are_freed_even_in_reference_cycles() -> None:
     """A candidate that keeps a bound method of itself in its __dict__ (as a torch.compile'd
     body or a captured CUDA graph does) lives until the garbage collector runs; with its
     buffers (on the GPU: a graph's static copy of multi-GB inputs) it must not outlive its
-    trial, or five trials hold five copies."""
+    trial in the candidate's worker, or five trials hold five copies."""
     import gc
+    import types
     import weakref
 
-    from kforge.tools.guards import ReferenceGuard, ThreadGuard
-    from kforge.tools.task import import_file
+    from kforge.tools.candidate_worker import CandidateServer
+    from kforge.tools.guards import PrecisionGuard, ThreadGuard, TimerGuard
 
-    task = import_file(fixtures_dir / "tasks" / "scale_relu.py", "kforge_test_cycles_task")
     live: weakref.WeakSet = weakref.WeakSet()
     most_alive = []
 
@@ -90,21 +90,18 @@ def test_previous_trials_candidates_are_freed_even_in_reference_cycles(fixtures_
             most_alive.append(len(live))
             return self.__dict__["_body"](x)
 
+    spec = {"device": "cpu", "timing_trials": 3, "candidate_path": "none"}
+    guards = (TimerGuard(), PrecisionGuard(), ThreadGuard("none"))
+    server = CandidateServer(None, spec, types.SimpleNamespace(ModelNew=ModelNew), guards)  # type: ignore[arg-type]
     gc.collect()
-    gc.disable()  # only the verifier's own collection may free the cycles
+    gc.disable()  # only the worker's own collection may free the cycles
     try:
-        verifier = verify.Verifier(
-            task,
-            ModelNew,
-            torch.device("cpu"),
-            get_precision("fp32"),
-            ThreadGuard("none"),
-            ReferenceGuard(task.Model),
-        )
-        verdict = verifier.run(5, seed=0)
+        for trial in range(5):
+            server.on_build({"seed": trial}, [8])
+            for call in range(2):
+                server.on_call({"reuse": call > 0, "spec": []}, [torch.randn(4, 8)])
     finally:
         gc.enable()
-    assert verdict.correct, verdict.message
     assert max(most_alive) == 1, most_alive
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from . import profile
 from .quiet import timing_env
 from .result import Result, Roofline, Status
-from .sandbox import Limits, WorkerOutcome, clean_env, run_worker
+from .sandbox import Limits, Pair, WorkerOutcome, clean_env, run_pair, run_worker
 from .static_checks import static_cheats
 from .task import Candidate, Task, TaskError, parse_candidate
 
@@ -172,16 +172,24 @@ def _prepare(task: Task, source: str, options: EvalOptions) -> Candidate | Resul
 
 
 def _run_eval(task: Task, candidate: Candidate, options: EvalOptions) -> Result:
+    """The judge (a worker that loads the task, never the candidate) and the candidate's
+    worker, joined by pipes; the Result is the judge's alone."""
     scratch = _scratch(options, candidate.hash, "eval")
-    env = _env(options, candidate)
-    job = _job("eval", task, candidate, options, scratch)
+    judge_dir, cand_dir = scratch / "judge", scratch / "candidate"
+    cand_job = _job("eval", None, candidate, options, cand_dir)
+    judge_job = _job("eval", task, None, options, judge_dir) | {"backend": candidate.backend}
+    judge_job["source_hash"] = candidate.hash
     known = _ROOFLINES.get(_roofline_key(task, options))
     if known is not None:
-        job["roofline"] = dataclasses.asdict(known)
-    outcome = run_worker(job, scratch, _limits(options), env)
-    result = _remember_roofline(task, options, _to_result(outcome, candidate, options))
+        judge_job["roofline"] = dataclasses.asdict(known)
+    pair = Pair(
+        judge_job, cand_job, judge_dir, cand_dir, _env(options, None, "judge"), _env(options, candidate)
+    )
+    judge, worker = run_pair(pair, _limits(options))
+    result = _remember_roofline(task, options, _to_result(judge, candidate, options, worker))
     if options.device == "cuda" and result.status == Status.OK and (options.ncu or options.sanitize):
         forward = _job("forward", task, candidate, options, scratch) | {"repeats": 1}
+        env = _env(options, candidate)
 
         def run_forward(prefix: list[str]) -> WorkerOutcome:
             return run_worker(forward, scratch, _limits(options), env, prefix=prefix)
@@ -194,19 +202,38 @@ def _run_eval(task: Task, candidate: Candidate, options: EvalOptions) -> Result:
     return result
 
 
-def _to_result(outcome: WorkerOutcome, candidate: Candidate | None, options: EvalOptions) -> Result:
+def _to_result(
+    outcome: WorkerOutcome,
+    candidate: Candidate | None,
+    options: EvalOptions,
+    worker: WorkerOutcome | None = None,
+) -> Result:
+    """The judge's Result; where the candidate's worker crashed, how, with its log's tail."""
     backend = candidate.backend if candidate else "torch-only"
+    ended = _worker_end(worker)
     if outcome.result is not None:
-        return Result.from_json(outcome.result)
+        result = Result.from_json(outcome.result)
+        if ended:
+            result.log = f"{result.log}\n{ended}".strip()
+        return result
     status = Status.TIMEOUT if outcome.timed_out else Status.RUNTIME_ERROR
     return Result(
         status=status,
         backend=backend,
         precision=options.precision,
         device=options.device,
-        log=f"worker {outcome.crash_reason} after {outcome.elapsed_s:.1f} s\n{outcome.log}",
+        log=f"worker {outcome.crash_reason} after {outcome.elapsed_s:.1f} s\n{outcome.log}\n{ended}".strip(),
         source_hash=candidate.hash if candidate else "",
     )
+
+
+def _worker_end(worker: WorkerOutcome | None) -> str:
+    """How the candidate's worker ended, when that matters, with the tail of its log."""
+    if worker is None:
+        return ""
+    crashed = worker.timed_out or worker.out_of_memory or worker.returncode not in (0, None)
+    head = f"candidate worker {worker.crash_reason}" if crashed else "candidate worker log"
+    return f"{head}:\n{worker.log}" if crashed or worker.log.strip() else ""
 
 
 def _job(
@@ -221,8 +248,11 @@ def _job(
         "compile_baseline": options.compile_baseline,
         "seed": options.seed,
     }
-    if task is not None:
-        job["task_path"] = str(task.path)
+    scratch.mkdir(parents=True, exist_ok=True)
+    if task is not None:  # a copy: nothing a worker does reaches the user's own file
+        copy = scratch / "task.py"
+        copy.write_text(task.source)
+        job["task_path"] = str(copy)
     if candidate is not None:
         path = scratch / "candidate.py"
         path.write_text(candidate.source)
@@ -244,8 +274,10 @@ def _limits(options: EvalOptions) -> Limits:
     )
 
 
-def _env(options: EvalOptions, candidate: Candidate | None) -> dict[str, str]:
-    cache = options.cache_dir
+def _env(options: EvalOptions, candidate: Candidate | None, role: str = "candidate") -> dict[str, str]:
+    """A worker's environment. The judge's caches (bytecode, Triton, inductor) are apart from
+    the ones candidate workers write: a candidate cannot plant code the judge will load."""
+    cache = options.cache_dir / "judge" if role == "judge" else options.cache_dir
     extra = {
         "TRITON_CACHE_DIR": str(cache / "triton"),
         "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),

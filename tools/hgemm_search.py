@@ -33,7 +33,7 @@ from .cublaslt import LtGemm
 from .hgemm import TOLERANCE, HgemmConfig, hgemm, reference, relative_error
 from .hgemm_cuda import CUDA_TILES
 from .hgemm_tma import streamk_split
-from .timing import Timer
+from .timing import LocalSlot, Timer
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages): wgmma tiles (64-row multiples).
 TILES = [
@@ -338,7 +338,7 @@ def measure_shape(
 
         return before
 
-    server = timer.time_many({n_: fns[n_] for n_ in order}, before_each={n_: idle_then(n_) for n_ in order})
+    server = timer.time_many({n_: LocalSlot(timer, fns[n_], idle_then(n_)) for n_ in order})
     setups["kforge"]()
     errs["kforge"] = max(errs["kforge"], relative_error(fns["kforge"](), ref))  # after reuse of the counters
     lt_algos = len(lt.algos)

@@ -1,10 +1,13 @@
-"""Run a worker process for untrusted candidate code.
+"""Run worker processes for untrusted task and candidate code.
 
-Each worker is a fresh interpreter (``python -m kforge.tools.worker JOB``) in its own
+Each worker is a fresh interpreter (``python -P -m kforge.tools.worker JOB``) in its own
 scratch folder, with secrets removed from its environment, CPU-time and memory limits,
 and a fresh network namespace where the operating system allows one. A crash, a hang,
 an illegal memory access or running out of memory ends that worker only; the caller
-gets a :class:`WorkerOutcome` saying which, with the worker's own log.
+gets a :class:`WorkerOutcome` saying which, with the tail of the worker's own log. What a
+worker reports comes back over a pipe whose write end only that worker holds: nothing it
+writes to the filesystem is read as a result. An evaluation is a pair (:func:`run_pair`):
+the judge (the reference worker) and the candidate's worker, joined by two pipes.
 
 Evaluations run one after another, and a fresh worker spends seconds importing torch
 before it does anything. So while one runs, the next is started, at the lowest CPU
@@ -36,8 +39,9 @@ SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|COOKIE|AUTH|SESSION
 SECRET_PREFIXES = ("AWS_", "OPENAI_", "ANTHROPIC_", "HF_", "HUGGING", "GH_", "GITHUB_", "AZURE_", "GOOGLE_")
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
-RESULT_FILE = "result.json"
 LOG_FILE = "worker.log"
+MAX_LOG_TAIL = 8000  # characters of a worker's log kept in a Result
+MAX_RESULT_BYTES = 1 << 24  # a Result's JSON read back from the judge
 
 
 @dataclasses.dataclass
@@ -98,7 +102,8 @@ def _preexec(limits: Limits, cpus: set[int] | None, nice: bool = False) -> None:
         libc.unshare(flags)  # where the OS refuses, the worker reports "network: shared"
 
 
-SPARE_MODES = ("eval", "baseline")  # the jobs that come one after another
+SPARE_MODES = ("baseline",)  # single jobs that come one after another
+WORKER = ["-P", "-m", "kforge.tools.worker"]  # -P: the working folder stays off sys.path
 
 
 @dataclasses.dataclass
@@ -106,6 +111,7 @@ class _Spare:
     proc: subprocess.Popen[bytes]
     key: tuple[Any, ...]
     log_path: Path
+    result_fd: int  # the read end of its result pipe
 
 
 _spare: _Spare | None = None
@@ -140,18 +146,21 @@ def _start_spare(key: tuple[Any, ...], limits: Limits, env: dict[str, str], wher
             return
         log_path = where / f"spare-{os.getpid()}-{time.monotonic_ns()}.log"
         cpus = background_cpus(env)
+        read_end, write_end = os.pipe()
         with open(log_path, "wb") as log_file:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "kforge.tools.worker", "--wait"],
+                [sys.executable, *WORKER[:-1], WORKER[-1], "--result-fd", str(write_end), "--wait"],
                 cwd=where,
                 env=env,
                 stdin=subprocess.PIPE,
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
+                pass_fds=(write_end,),
                 # Lowered only where the job can get its priority back (root).
                 preexec_fn=lambda: _preexec(limits, cpus, nice=os.geteuid() == 0),
             )
-        _spare = _Spare(proc, key, log_path)
+        os.close(write_end)
+        _spare = _Spare(proc, key, log_path, read_end)
 
 
 def _discard(spare: _Spare) -> None:
@@ -159,6 +168,7 @@ def _discard(spare: _Spare) -> None:
     spare.proc.wait()
     if spare.proc.stdin is not None:
         spare.proc.stdin.close()
+    os.close(spare.result_fd)
     spare.log_path.unlink(missing_ok=True)
 
 
@@ -200,6 +210,98 @@ def _end_spare() -> None:
         _discard(spare)
 
 
+class _ResultReader(threading.Thread):
+    """Drains a worker's result pipe while it runs (a Result over the pipe's 64 KiB buffer would
+    otherwise block the worker), keeping at most MAX_RESULT_BYTES."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__(daemon=True)
+        self.fd = fd
+        self.data = bytearray()
+        self.start()
+
+    def run(self) -> None:
+        with os.fdopen(self.fd, "rb") as pipe:
+            while chunk := pipe.read(1 << 16):
+                if len(self.data) < MAX_RESULT_BYTES:
+                    self.data += chunk[: MAX_RESULT_BYTES - len(self.data)]
+
+    def result(self) -> dict[str, Any] | None:
+        self.join(timeout=5.0)
+        try:
+            value = json.loads(bytes(self.data)) if self.data else None
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return None  # cut short: the worker died while writing
+        return value if isinstance(value, dict) else None
+
+
+def _spawn(
+    argv: list[str], cwd: Path, env: dict[str, str], limits: Limits, log_path: Path, fds: tuple[int, ...]
+) -> subprocess.Popen[bytes]:
+    cpus = background_cpus(env)
+    with open(log_path, "wb") as log_file:
+        return subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            pass_fds=fds,
+            preexec_fn=lambda: _preexec(limits, cpus),
+        )
+
+
+@dataclasses.dataclass
+class _Watched:
+    proc: subprocess.Popen[bytes]
+    timed_out: bool = False
+    out_of_memory: bool = False
+
+
+def _watch(watched: list[_Watched], limits: Limits, start: float, grace_s: float = 5.0) -> None:
+    """Until the first process (the one that reports) exits, or the time limit: a process over
+    the memory limit is killed, with everything it started. The others get ``grace_s`` to
+    finish after the first, then are killed too."""
+    mem_limit_kb = limits.memory_limit_gb * 2**20
+    main = watched[0]
+    try:
+        while main.proc.poll() is None:
+            if time.monotonic() - start > limits.timeout_s:
+                for w in watched:
+                    w.timed_out = w.proc.poll() is None
+                    _kill_group(w.proc)
+                break
+            for w in watched:
+                if w.proc.poll() is None and _rss_kb(w.proc.pid) > mem_limit_kb:
+                    w.out_of_memory = True
+                    _kill_group(w.proc)
+            time.sleep(0.05)
+    except KeyboardInterrupt:  # the user stopped the run: the workers (own groups) go too
+        for w in watched:
+            _kill_group(w.proc)
+        raise
+    end = time.monotonic() + grace_s
+    for w in watched[1:]:
+        while w.proc.poll() is None and time.monotonic() < end:
+            time.sleep(0.02)
+        _kill_group(w.proc)
+    for w in watched:
+        w.proc.wait()
+
+
+def _outcome(w: _Watched, result: dict[str, Any] | None, start: float, log: Path, **kw: Any) -> WorkerOutcome:
+    return WorkerOutcome(
+        result=result,
+        returncode=w.proc.returncode,
+        timed_out=w.timed_out,
+        out_of_memory=w.out_of_memory,
+        elapsed_s=time.monotonic() - start,
+        log=tail(log),
+        **kw,
+    )
+
+
 def run_worker(
     job: dict[str, Any],
     scratch: Path,
@@ -207,13 +309,12 @@ def run_worker(
     env: dict[str, str],
     prefix: list[str] | None = None,
 ) -> WorkerOutcome:
-    """Run one job in a fresh worker process in ``scratch`` and collect what it reports.
-    ``prefix`` wraps the worker in another program (ncu, compute-sanitizer)."""
+    """Run one single job (baseline, compile, forward) in a fresh worker process in
+    ``scratch`` and collect what it reports. ``prefix`` wraps the worker in another program
+    (ncu, compute-sanitizer)."""
     scratch.mkdir(parents=True, exist_ok=True)
     job_path = scratch / "job.json"
-    job_path.write_text(json.dumps(job))
-    result_path = scratch / RESULT_FILE
-    result_path.unlink(missing_ok=True)
+    job_path.write_text(json.dumps(job | {"role": "single"}))
     log_path = scratch / LOG_FILE
     spares = prefix is None and job.get("mode") in SPARE_MODES and _spares_on()
     key = _key(limits, env)
@@ -221,54 +322,69 @@ def run_worker(
     if spare is not None and not _hand_over(spare, job_path):
         spare = None
     start = time.monotonic()
-    timed_out = out_of_memory = False
-    cpus = background_cpus(env)
-    with open(log_path, "wb") as log_file:
-        if spare is not None:
-            proc = spare.proc
-        else:
-            proc = subprocess.Popen(
-                [*(prefix or []), sys.executable, "-m", "kforge.tools.worker", str(job_path)],
-                cwd=scratch,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                preexec_fn=lambda: _preexec(limits, cpus),
-            )
-        if spares:  # the next job's worker imports while this one runs
-            _start_spare(key, limits, env, scratch.parent)
-        mem_limit_kb = limits.memory_limit_gb * 2**20
-        try:
-            while proc.poll() is None:
-                if time.monotonic() - start > limits.timeout_s:
-                    timed_out = True
-                elif _rss_kb(proc.pid) > mem_limit_kb:
-                    out_of_memory = True
-                if timed_out or out_of_memory:
-                    _kill_group(proc)
-                    break
-                time.sleep(0.05)
-        except KeyboardInterrupt:  # the user stopped the run: the worker (its own group) goes too
-            _kill_group(proc)
-            raise
-        proc.wait()
+    if spare is not None:
+        proc, reader = spare.proc, _ResultReader(spare.result_fd)
+    else:
+        read_end, write_end = os.pipe()
+        argv = [*(prefix or []), sys.executable, *WORKER, "--result-fd", str(write_end), str(job_path)]
+        proc = _spawn(argv, scratch, env, limits, log_path, (write_end,))
+        os.close(write_end)
+        reader = _ResultReader(read_end)
+    if spares:  # the next job's worker imports while this one runs
+        _start_spare(key, limits, env, scratch.parent)
+    watched = _Watched(proc)
+    _watch([watched], limits, start)
     if spare is not None:
         os.replace(spare.log_path, log_path)
-    result = None
-    if result_path.exists():
-        try:
-            result = json.loads(result_path.read_text())
-        except json.JSONDecodeError:
-            result = None  # half-written: the worker died while writing
-    return WorkerOutcome(
-        result=result,
-        returncode=proc.returncode,
-        timed_out=timed_out,
-        out_of_memory=out_of_memory,
-        elapsed_s=time.monotonic() - start,
-        log=_tail(log_path),
-        prestarted=spare is not None,
+    return _outcome(watched, reader.result(), start, log_path, prestarted=spare is not None)
+
+
+@dataclasses.dataclass
+class Pair:
+    """Where and how the two workers of an evaluation run."""
+
+    judge_job: dict[str, Any]
+    candidate_job: dict[str, Any]
+    judge_dir: Path
+    candidate_dir: Path
+    judge_env: dict[str, str]
+    candidate_env: dict[str, str]
+
+
+def run_pair(pair: Pair, limits: Limits) -> tuple[WorkerOutcome, WorkerOutcome]:
+    """Run an evaluation: the judge and the candidate's worker, joined by two pipes; the
+    judge's Result comes back over a third pipe only the judge holds. Returns the judge's
+    and the candidate worker's outcomes (the candidate's has no result, only its log and how
+    it ended)."""
+    to_cand, from_cand, result = os.pipe(), os.pipe(), os.pipe()
+    judge_fds = (from_cand[0], to_cand[1], result[1])
+    cand_fds = (to_cand[0], from_cand[1])
+    paths = []
+    for folder, job, fds in (
+        (pair.judge_dir, pair.judge_job | {"role": "judge"}, judge_fds),
+        (pair.candidate_dir, pair.candidate_job | {"role": "candidate"}, cand_fds),
+    ):
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / "job.json"
+        path.write_text(json.dumps(job | {"read_fd": fds[0], "write_fd": fds[1]}))
+        paths.append(path)
+    start = time.monotonic()
+    judge = _spawn(
+        [sys.executable, *WORKER, "--result-fd", str(result[1]), str(paths[0])],
+        pair.judge_dir, pair.judge_env, limits, pair.judge_dir / LOG_FILE, judge_fds,
+    )  # fmt: skip
+    cand = _spawn(
+        [sys.executable, *WORKER, str(paths[1])],
+        pair.candidate_dir, pair.candidate_env, limits, pair.candidate_dir / LOG_FILE, cand_fds,
+    )  # fmt: skip
+    for fd in (*judge_fds, *cand_fds):
+        os.close(fd)  # each end lives in its worker only: a dead worker is an end of stream
+    reader = _ResultReader(result[0])
+    watched = [_Watched(judge), _Watched(cand)]
+    _watch(watched, limits, start)
+    return (
+        _outcome(watched[0], reader.result(), start, pair.judge_dir / LOG_FILE),
+        _outcome(watched[1], None, start, pair.candidate_dir / LOG_FILE),
     )
 
 
@@ -302,9 +418,15 @@ def _children(pid: int) -> list[int]:
     return kids + [g for k in kids for g in _children(k)]
 
 
-def _tail(path: Path, max_chars: int = 8000) -> str:
+def tail(path: Path, max_chars: int = MAX_LOG_TAIL) -> str:
+    """The end of a log, read from its end: a worker that printed gigabytes costs kforge
+    ``max_chars`` of memory, not the log's size."""
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - 4 * max_chars))
+            data = f.read()
     except OSError:
         return ""
-    return data[-max_chars:].decode(errors="replace")
+    return data.decode(errors="replace")[-max_chars:]

@@ -32,6 +32,7 @@ def static_cheats(candidate_source: str, task_source: str, precision: str) -> li
     tree = ast.parse(candidate_source)
     reasons: list[str] = []
     reasons += _try_in_functions(tree)
+    reasons += _evaluator_reach(tree)
     reasons += _reference_model_use(tree)
     reasons += _timer_patching(tree)
     reasons += _precision_tokens(_code_text(tree), task_source, precision)
@@ -46,6 +47,54 @@ def _try_in_functions(tree: ast.AST) -> list[str]:
                 if isinstance(node, ast.Try | ast.TryStar):
                     return [f"try/except in {func.name}(): a fallback path may hide a failing kernel"]
     return []
+
+
+# Reaching for what judges a candidate: behind the process boundary none of it finds the judge,
+# and no honest kernel needs it, so each is a named reason of its own.
+EVALUATOR_MODULES = ("kforge",)
+KERNEL_LIBRARIES = ("kforge.tools.hgemm", "kforge.tools.gemm", "kforge.tools.cublaslt", "kforge.gemm")
+REACH_ATTRIBUTES = {
+    "modules": "reads sys.modules (the task's or kforge's modules)",
+    "_current_frames": "introspects the evaluator (frames of other threads)",
+    "currentframe": "introspects the evaluator (frames)",
+    "f_back": "introspects the evaluator (caller frames)",
+    "f_locals": "introspects the evaluator (a frame's variables)",
+    "f_globals": "introspects the evaluator (a frame's globals)",
+    "getppid": "reaches for its parent process",
+    "kill": "signals other processes",
+    "killpg": "signals other processes",
+    "suppress": "contextlib.suppress: a fallback path may hide a failing kernel",
+}
+REACH_MODULES = {"atexit": "registers exit hooks (code that runs after the evaluation)"}
+
+
+def _evaluator_reach(tree: ast.AST) -> list[str]:
+    reasons = []
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+            if node.module == "contextlib" and any(a.name == "suppress" for a in node.names):
+                reasons.append(REACH_ATTRIBUTES["suppress"])
+        for name in names:
+            root = name.split(".")[0]
+            if root in EVALUATOR_MODULES and not name.startswith(KERNEL_LIBRARIES):
+                reasons.append(f"imports kforge's own modules ({name}): the evaluator")
+            if root in REACH_MODULES:
+                reasons.append(REACH_MODULES[root])
+        if isinstance(node, ast.Attribute) and node.attr in REACH_ATTRIBUTES:
+            owner = node.value.id if isinstance(node.value, ast.Name) else ""
+            if node.attr in ("modules", "kill", "killpg", "getppid", "suppress") and owner not in (
+                "sys",
+                "os",
+                "contextlib",
+                "signal",
+            ):
+                continue  # self.modules, a helper named kill: not the process-level functions
+            reasons.append(REACH_ATTRIBUTES[node.attr])
+    return list(dict.fromkeys(reasons))
 
 
 def _reference_model_use(tree: ast.AST) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -31,6 +31,40 @@ BLOCK = 5  # timed calls in a row per callable and round (Timer.time_many)
 PLAIN_CHECK = "KFORGE_PLAIN_CHECK"  # "1": the worker also times eager and torch.compile in plain loops
 
 
+class Slot(Protocol):
+    """Something :meth:`Timer.time_many` times: warmed up, then run in blocks."""
+
+    last_output: Any
+
+    def warm(self, calls: int) -> None: ...
+
+    def block(self, size: int) -> list[float]: ...
+
+
+class LocalSlot:
+    """A callable of this process, timed by ``timer`` (``before`` and ``after`` as in
+    :meth:`Timer.run_block`)."""
+
+    def __init__(
+        self,
+        timer: Timer,
+        fn: Callable[[], Any],
+        before: Callable[[], None] | None = None,
+        after: Callable[[Any], Any] | None = None,
+    ) -> None:
+        self.timer, self.fn, self.before, self.after = timer, fn, before, after
+        self.last_output: Any = None
+
+    def warm(self, calls: int) -> None:
+        for _ in range(calls):
+            self.fn()
+
+    def block(self, size: int) -> list[float]:
+        times = self.timer.run_block(self.fn, self.before, size, self.after)
+        self.last_output = self.timer.last_output
+        return times
+
+
 class Timer:
     """Times callables on one device with the same settings for every one of them."""
 
@@ -41,6 +75,8 @@ class Timer:
         self.warmup = warmup
         self._flush: torch.Tensor | None = None
         self.last_output: Any = None
+        self.walls: dict[str, list[float]] = {}  # wall ms of each block, by slot (time_many)
+        self.samples: dict[str, list[float]] = {}  # each timed call's ms, by slot (time_many)
         if device.type == "cuda":
             l2 = torch.cuda.get_device_properties(device).L2_cache_size
             self._flush = torch.empty(max(2 * l2, 64 * 2**20), dtype=torch.int8, device=device)
@@ -53,14 +89,10 @@ class Timer:
         """Median and spread of ``fn``'s time. ``before_each`` runs outside the timed region
         before every run (the evaluator changes the input values there); the output of the
         last run is kept in ``last_output``."""
-        return self.time_many({"fn": fn}, before_each={"fn": before_each})["fn"]
+        return self.time_many({"fn": LocalSlot(self, fn, before_each)})["fn"]
 
     def time_many(
-        self,
-        entries: dict[str, Callable[[], Any]],
-        *,
-        before_each: dict[str, Callable[[], None] | None] | None = None,
-        on_last: Callable[[str, Any], None] | None = None,
+        self, slots: dict[str, Slot], *, on_last: Callable[[str, Any], None] | None = None
     ) -> dict[str, Timing]:
         """Several callables timed interleaved, in blocks: round r runs each a few times in a
         row (``block_size``), in the given order rotated by r. Whatever drifts while they are
@@ -71,15 +103,16 @@ class Timer:
         before (its code and data warm in the CPU's caches), as it always did in a plain loop.
         Single calls interleaved timed EfficientNetB2's eager forward 6-10% over a plain loop on
         an H100's host; blocks of five 2.5% (docs/benchmarks.md, issue 17).
-        ``before_each[name]`` runs outside the timed region before each of that callable's timed
-        runs; ``on_last(name, output)`` gets each callable's output in the final round."""
-        names = list(entries)
-        befores = before_each or {}
+        A slot is a local callable or a candidate in another process (:mod:`.remote`); each
+        block's wall time, taken here, goes to ``walls`` (the judge's check of the claims).
+        ``on_last(name, output)`` gets each slot's output in the final round."""
+        names = list(slots)
         for name in names:
-            for _ in range(self.warmup):
-                entries[name]()
+            slots[name].warm(self.warmup)
         self.sync()
         samples: dict[str, list[float]] = {name: [] for name in names}
+        self.walls = {name: [] for name in names}
+        self.samples = samples
         block = self.block_size()
         budget_end = _perf_counter() + self.max_seconds * len(names)
         rounds = 0
@@ -88,9 +121,11 @@ class Timer:
             last = done >= self.trials or (done >= 10 and _perf_counter() >= budget_end)
             for i in range(len(names)):
                 name = names[(rounds + i) % len(names)]
-                samples[name] += self._block(entries[name], befores.get(name), block)
+                start = _perf_counter()
+                samples[name] += slots[name].block(block)
+                self.walls[name].append((_perf_counter() - start) * 1e3)
                 if last and on_last is not None:
-                    on_last(name, self.last_output)
+                    on_last(name, slots[name].last_output)
             rounds += 1
             if last:
                 return {name: summarize(samples[name]) for name in names}
@@ -99,7 +134,15 @@ class Timer:
         """Timed calls in a row per callable and round: five, with four rounds at least."""
         return max(1, min(BLOCK, self.trials // 4))
 
-    def _block(self, fn: Callable[[], Any], before: Callable[[], None] | None, size: int) -> list[float]:
+    def run_block(
+        self,
+        fn: Callable[[], Any],
+        before: Callable[[], None] | None,
+        size: int,
+        after: Callable[[Any], Any] | None = None,
+    ) -> list[float]:
+        """An untimed opening call, then ``size`` timed calls; ``before`` and ``after(output)``
+        run outside the timed region around each timed call."""
         if size > 1:  # the untimed opening call
             fn()
             self.sync()
@@ -109,6 +152,9 @@ class Timer:
                 before()  # timed call starts behind the flush alone, as in a plain loop
                 self.sync()
             times.append(self._one(fn))
+            if after is not None:
+                after(self.last_output)
+                self.sync()
         return times
 
     def plain_loops(self, entries: dict[str, Callable[[], Any]]) -> str:

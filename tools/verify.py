@@ -1,11 +1,14 @@
-"""Correctness trials, run inside the worker.
+"""Correctness trials, run by the judge (the reference worker, where no candidate code is
+ever loaded); the candidate runs in its own process behind a :class:`~.remote.RemoteCandidate`.
 
-Each trial builds the reference and the candidate from the same seed with fresh weights,
-draws fresh random inputs (odd trials write the new values into the previous trial's
-buffers, so a cache keyed on data pointers returns stale results), runs the two in a
-random order on the same inputs (restored from a pristine copy when the first one changed
-them), poisons the memory the candidate's outputs will come from, and compares. It also
-measures both against a float64 reference, which is how quietly lowered precision is caught.
+Each trial builds the reference here and the candidate there from the same seed, gives both
+the same fresh weights (sent to the candidate), draws fresh random inputs with this
+process's generator (the second call of a trial writes the new values into the candidate's
+previous input tensors, so a cache keyed on data pointers returns stale results), runs the
+reference here, sends the inputs and the expected output shapes (the candidate's worker
+poisons that memory first), and compares what comes back. Outputs are also measured against
+a float64 reference, on one call per trial that the candidate cannot tell from the others:
+that is how quietly lowered precision is caught.
 
 Memory: besides the models and what they allocate, a call holds the inputs, one pristine
 copy of them and the two outputs; what the checks compare across calls (the previous call's
@@ -26,13 +29,12 @@ import torch
 
 from .compare import compare, rel_err, same
 from .fingerprint import Fingerprinter
-from .guards import ReferenceGuard, ThreadGuard, check_output_types, run_guarded
-from .memory import MB, MemoryMeter
+from .memory import MB
 from .precision import PrecisionClass
+from .remote import RemoteCandidate
 from .roofline import tensor_bytes
 from .trees import clone, flatten
 
-FP64_TRIALS = 2  # trials that are also compared with a float64 reference (it is slow)
 CALLS_PER_TRIAL = 2  # the same instances called twice: catches results cached in self or by data pointer
 
 
@@ -54,7 +56,6 @@ class Trial:
     """The last trial's models and inputs, reused for timing."""
 
     reference: torch.nn.Module
-    candidate: torch.nn.Module
     inputs: list[Any]
 
 
@@ -62,24 +63,20 @@ class Verifier:
     def __init__(
         self,
         task: types.ModuleType,
-        model_new: type[torch.nn.Module],
+        candidate: RemoteCandidate,
         device: torch.device,
         precision: PrecisionClass,
-        threads: ThreadGuard,
-        reference_guard: ReferenceGuard,
     ) -> None:
         self.task = task
-        self.model_new = model_new
+        self.candidate = candidate
         self.device = device
         self.precision = precision
-        self.threads = threads
-        self.reference_guard = reference_guard
         self.last: Trial | None = None
         self.fingerprints = Fingerprinter(device)
         self.output_spec: list[Any] | None = None  # (shape, dtype) of the reference's outputs
-        self.candidate_memory = 0  # the most one candidate call allocated above what it found (bytes)
-        self.meter: MemoryMeter | None = None
         self.inputs_bytes = 0
+        self.pick = random.SystemRandom()  # which call of a trial is compared with float64
+        self.reference_changes_inputs = False
 
     def run(self, trials: int, seed: int) -> Verdict:
         """``trials`` fresh model pairs from seeds derived from ``seed``; each pair is called
@@ -111,12 +108,13 @@ class Verifier:
         ``verdict``. Returns the last call's (candidate out, reference out, was correct) as
         fingerprints (a CUDA graph's outputs get overwritten; a copy of a multi-GB output
         would hold its memory)."""
-        reference, candidate = self._build(trial_seed)
+        reference = self._build(trial_seed)
         inputs: list[Any] | None = None
+        fp64_call = self.pick.randrange(CALLS_PER_TRIAL)  # never told to the candidate
         for call in range(CALLS_PER_TRIAL):
             inputs = self._inputs(_unpredictable_seed(), reuse=inputs)
             verdict.trials = t + 1
-            ok, cand_out, ref_out = self._check_call(reference, candidate, inputs, trial_seed + call, verdict)
+            ok, cand_out, ref_out = self._check_call(reference, inputs, call > 0, verdict)
             if not ok:
                 verdict.correct = False
                 verdict.message = f"trial {t + 1}, call {call + 1}: {verdict.message}"
@@ -124,54 +122,53 @@ class Verifier:
                     previous = (self.fingerprints.of(cand_out), self.fingerprints.of(ref_out), False)
                     del cand_out, ref_out
                     inputs = self._inputs(_unpredictable_seed(), reuse=inputs)
-                    _, cand_out, ref_out = self._check_call(
-                        reference, candidate, inputs, trial_seed, Verdict(True)
-                    )
+                    _, cand_out, ref_out = self._check_call(reference, inputs, True, Verdict(True))
                 verdict.cheats += _classify_repeat(self.fingerprints, cand_out, ref_out, previous)
                 return previous
-            if t < FP64_TRIALS and call == 0:
+            if call == fp64_call:
                 self._fp64_errors(reference, inputs, cand_out, ref_out, verdict)
             previous = (self.fingerprints.of(cand_out), self.fingerprints.of(ref_out), ok)
             del cand_out, ref_out
-            self.last = Trial(reference, candidate, inputs)
+            self.last = Trial(reference, inputs)
         return previous
 
     def memory_figures(self) -> dict[str, float]:
         """The Result's memory figures known after verification (MB)."""
-        outputs = sum(math.prod(s[0]) * s[1].itemsize for s in self.output_spec or [] if s is not None)
-        return dict(
-            inputs_mb=self.inputs_bytes / MB,
-            outputs_mb=outputs / MB,
-            candidate_memory_mb=self.candidate_memory / MB,
-        )
+        return dict(inputs_mb=self.inputs_bytes / MB, outputs_mb=self.output_bytes() / MB)
+
+    def output_bytes(self) -> int:
+        return sum(math.prod(s[0]) * s[1].itemsize for s in self.output_spec or [] if s is not None)
 
     def fresh_inputs(self) -> list[Any]:
         """A new set of input values, drawn like the trials' (for timing)."""
         return self._inputs(_unpredictable_seed(), reuse=None)
 
-    def recheck(self, candidate_output: Any, reference: torch.nn.Module, inputs: list[Any]) -> str:
-        """Compare an output the candidate gave on ``inputs`` with the reference's: the empty
-        string when it matches, else what differs. The reference runs on ``inputs`` itself
-        (no copy): pass values nothing needs afterwards."""
-        with torch.no_grad():
-            expected = reference(*inputs)
+    def recheck(
+        self, candidate_output: Any, reference: torch.nn.Module, inputs: list[Any], limit: float
+    ) -> str:
+        """Compare an output the candidate gave on ``inputs`` with the reference's, and its
+        error against float64 with ``limit``: the empty string when it passes, else what
+        differs. ``inputs`` may be changed: pass values nothing needs afterwards."""
+        with torch.no_grad():  # a copy only where the reference writes to its inputs
+            expected = reference(*(clone(inputs) if self.reference_changes_inputs else inputs))
         ok, message, _, _ = compare(candidate_output, expected, self.precision)
-        if ok or _agrees_with_fp64(candidate_output, expected, reference, inputs, self.precision):
-            return ""
-        return message
+        if not ok and not _agrees_with_fp64(candidate_output, expected, reference, inputs, self.precision):
+            return message
+        out64 = _reference64(reference, inputs)
+        error = rel_err(candidate_output, out64) if out64 is not None else 0.0
+        if error > limit:
+            return f"precision lowered: error vs float64 {error:.2e} exceeds {limit:.2e} on a timed call"
+        return ""
 
     def _check_call(
-        self,
-        reference: torch.nn.Module,
-        candidate: torch.nn.Module,
-        inputs: list[Any],
-        seed: int,
-        verdict: Verdict,
+        self, reference: torch.nn.Module, inputs: list[Any], reuse: bool, verdict: Verdict
     ) -> tuple[bool, Any, Any]:
         """One call of both models on ``inputs``: (output correct, candidate out, reference out).
         Cheats seen on the way go to ``verdict.cheats``; the failure message to ``verdict.message``."""
-        ref_out, cand_out, early, problems = self._run_pair(reference, candidate, inputs, seed)
-        verdict.cheats += problems
+        ref_out, ref_changed = self._reference_call(reference, inputs)
+        cand_out = self.candidate.call(inputs, reuse, self.output_spec or [])
+        if self.candidate.inputs_changed and not ref_changed:
+            verdict.cheats.append("inputs modified in place (the reference leaves them unchanged)")
         ok, message, abs_err, rel_err = compare(cand_out, ref_out, self.precision)
         if not ok and _agrees_with_fp64(cand_out, ref_out, reference, inputs, self.precision):
             ok, message = True, ""
@@ -179,29 +176,25 @@ class Verifier:
         verdict.max_abs_err = max(verdict.max_abs_err, abs_err)
         verdict.max_rel_err = max(verdict.max_rel_err, rel_err)
         verdict.message = message
-        if ok and early != self.fingerprints.of(cand_out):
-            verdict.cheats.append(
-                "work on a side stream: the output was unfinished when the caller's stream finished"
-            )
         return ok, cand_out, ref_out
 
-    def _build(self, seed: int) -> tuple[torch.nn.Module, torch.nn.Module]:
+    def _build(self, seed: int) -> torch.nn.Module:
+        """The reference from ``seed``; the candidate is built from the same seed in its own
+        process and, when its state has the same names and shapes, given the same fresh weights."""
         init = self.task.get_init_inputs()
         # Built on the device (weights drawn there: fast for large models), in training
         # mode as KernelBench runs them (BatchNorm uses batch statistics).
         with torch.device(self.device):
             torch.manual_seed(seed)
             reference = self.task.Model(*init).to(self.device)
-            torch.manual_seed(seed)
-            candidate = run_guarded(lambda: self.model_new(*init), self.threads, self.reference_guard)
-        candidate = candidate.to(self.device)
-        ref_state, cand_state = reference.state_dict(), candidate.state_dict()
+        cand_state = self.candidate.build(list(init), seed)
+        ref_state = reference.state_dict()
         if ref_state.keys() == cand_state.keys() and all(
-            ref_state[k].shape == cand_state[k].shape for k in ref_state
+            list(ref_state[k].shape) == cand_state[k] for k in ref_state
         ):
             _fresh_weights(reference, seed)
-            candidate.load_state_dict(reference.state_dict())
-        return reference, candidate
+            self.candidate.load_state(reference.state_dict())
+        return reference
 
     def _inputs(self, seed: int, reuse: list[Any] | None) -> list[Any]:
         torch.manual_seed(seed)
@@ -215,53 +208,22 @@ class Verifier:
                 old.copy_(new)  # same storage, new values
         return reuse
 
-    def _run_pair(
-        self, reference: torch.nn.Module, candidate: torch.nn.Module, inputs: list[Any], seed: int
-    ) -> tuple[Any, Any, list[Any], list[str]]:
-        """Both models on ``inputs`` in a random order: (reference out, candidate out, the
-        fingerprint of the candidate's output when the caller's stream alone had finished,
-        cheats). Inputs one of them changed in place are restored before the other runs."""
+    def _reference_call(self, reference: torch.nn.Module, inputs: list[Any]) -> tuple[Any, bool]:
+        """The reference's output on ``inputs`` and whether it changed them (they are then
+        restored: the candidate gets the same values)."""
         pristine = clone(inputs)
-        changed: set[int] = set()
-        order = [0, 1]
-        random.Random(seed).shuffle(order)
-        outs: list[Any] = [None, None]
-        early: list[Any] = []
-        for who in order:
-            with torch.no_grad():
-                if who == 0:
-                    outs[0] = reference(*inputs)
-                    _sync(self.device)
-                    self.output_spec = [_spec(t) for t in flatten(outs[0])]
-                else:
-                    if self.output_spec is None:  # the candidate goes first in the first call
-                        self.output_spec = [_spec(t) for t in flatten(reference(*clone(pristine)))]
-                    _poison_allocator(self.output_spec, self.device)
-                    outs[1], early = self._candidate_call(candidate, inputs)
-            if not same(inputs, pristine):
-                changed.add(who)
-                outs[who] = own_storage(outs[who], inputs)  # an output that is a view of the inputs
-                for target, source in zip(inputs, pristine, strict=True):
-                    if isinstance(target, torch.Tensor):
-                        target.copy_(source)
-        del pristine
-        problems = check_output_types(outs[1], self.device)
-        if 1 in changed and 0 not in changed:
-            problems.append("inputs modified in place (the reference leaves them unchanged)")
-        return outs[0], outs[1], early, problems
-
-    def _candidate_call(self, candidate: torch.nn.Module, inputs: list[Any]) -> tuple[Any, list[Any]]:
-        """The candidate's output and its fingerprint taken when the caller's stream alone had
-        finished; the most memory a call allocated goes to ``candidate_memory``."""
-        held = self.meter.start_region() if self.meter is not None else 0
-        out = run_guarded(lambda: candidate(*inputs), self.threads, self.reference_guard)
-        if self.device.type == "cuda":
-            torch.cuda.current_stream().synchronize()  # the caller's stream only
-        early = self.fingerprints.of(out)
+        with torch.no_grad():
+            out = reference(*inputs)
         _sync(self.device)
-        if self.meter is not None:
-            self.candidate_memory = max(self.candidate_memory, self.meter.region_peak() - held)
-        return out, early
+        self.output_spec = [_spec(t) for t in flatten(out)]
+        changed = not same(inputs, pristine)
+        self.reference_changes_inputs |= changed
+        if changed:
+            out = own_storage(out, inputs)  # an output that is a view of the inputs
+            for target, source in zip(inputs, pristine, strict=True):
+                if isinstance(target, torch.Tensor):
+                    target.copy_(source)
+        return out, changed
 
     def _fp64_errors(
         self, reference: torch.nn.Module, inputs: list[Any], cand_out: Any, ref_out: Any, verdict: Verdict
@@ -347,16 +309,6 @@ def _fresh_weights(model: torch.nn.Module, seed: int) -> None:
                 scale = float(p.detach().abs().mean()) or 0.1
                 noise = torch.randn(p.shape, generator=generators[p.device], dtype=p.dtype, device=p.device)
                 p.add_(noise * (0.5 * scale))
-
-
-def _poison_allocator(spec: list[Any], device: torch.device) -> None:
-    """Fill blocks the size of each expected output (``spec``: shape and dtype) with NaN and
-    free them: the caching allocator hands them to the candidate, so elements it never writes
-    read as NaN."""
-    for item in spec:
-        if item is not None and item[1].is_floating_point:
-            block = torch.full(item[0], float("nan"), dtype=item[1], device=device)
-            del block
 
 
 def _spec(out: Any) -> tuple[tuple[int, ...], torch.dtype] | None:

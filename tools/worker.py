@@ -1,10 +1,19 @@
-"""Worker entry point: ``python -m kforge.tools.worker JOB.json``, or ``--wait`` for a
-worker started ahead of its job: it imports torch and the runner, then reads the job's path
-from stdin (nothing: it exits) and runs in the job's folder.
+"""Worker entry point: ``python -P -m kforge.tools.worker --result-fd N JOB.json`` (or
+``--wait`` instead of the job path, for a worker started ahead of its job: it imports torch
+and the runner, then reads the job's path from stdin).
 
-Reads one job, runs it, and writes ``result.json`` beside the job. Anything that kills
-the process (a segfault, an illegal memory access, the time limit) leaves no result, and
-the parent reports that with this process's log.
+A job's ``role`` says which side it is:
+
+- ``judge``: the reference worker of an evaluation (:mod:`.judge`): imports the task, never
+  the candidate, talks to the candidate worker over two pipes and writes the Result to
+  ``--result-fd``, a pipe only kforge holds the other end of;
+- ``candidate``: the candidate worker (:mod:`.candidate_worker`): imports the candidate,
+  never the task, and answers the judge; it writes no result at all;
+- ``single``: baseline, compile and forward jobs, which run no candidate beside a judge.
+
+``-P`` keeps the working folder (the job's, which a candidate may write) off ``sys.path``,
+so kforge's own modules are never loaded from there. A worker that dies, hangs or is killed
+leaves no result; kforge reports that with the worker's log.
 """
 
 from __future__ import annotations
@@ -18,17 +27,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .sandbox import RESULT_FILE
+MAX_RESULT = 1 << 24  # bytes of Result JSON kforge reads back
 
 
-def main(job_path: str) -> int:
+def main(job_path: str, result_fd: int) -> int:
     """Run the job; with KFORGE_PROFILE_WORKER=DIR set, also write a cProfile summary of the
     worker (where its time goes) to DIR."""
+    spec: dict[str, Any] = json.loads(Path(job_path).read_text())
     profile_dir = os.environ.get("KFORGE_PROFILE_WORKER")
     if not profile_dir:
-        return run(job_path)
+        return run(spec, result_fd)
     profiler = cProfile.Profile()
-    code = profiler.runcall(run, job_path)
+    code = profiler.runcall(run, spec, result_fd)
     out = io.StringIO()
     stats = pstats.Stats(profiler, stream=out)
     stats.sort_stats("cumulative").print_stats(60)
@@ -38,15 +48,21 @@ def main(job_path: str) -> int:
     return code
 
 
-def run(job_path: str) -> int:
-    spec: dict[str, Any] = json.loads(Path(job_path).read_text())
+def run(spec: dict[str, Any], result_fd: int) -> int:
     from . import runner  # imports torch: after the job is read, so a bad job fails fast
 
-    mode = spec["mode"]
-    if mode == "compile":
+    role, mode = spec.get("role", "single"), spec["mode"]
+    if role == "candidate":
+        from . import candidate_worker
+
+        candidate_worker.run(_channel(spec), spec, runner.load_candidate)
+        return 0
+    if role == "judge":
+        from . import judge
+
+        payload = judge.run_eval(spec, _channel(spec)).to_json()
+    elif mode == "compile":
         payload = runner.run_compile(spec)
-    elif mode == "eval":
-        payload = runner.run_eval(spec).to_json()
     elif mode == "baseline":
         payload = runner.run_baseline(spec).to_json()
     elif mode == "forward":
@@ -54,22 +70,32 @@ def run(job_path: str) -> int:
         payload = {"status": "ok"}
     else:
         raise SystemExit(f"unknown worker mode {mode!r}")
-    out = Path(job_path).with_name(RESULT_FILE)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(payload))
-    os.replace(tmp, out)
+    with os.fdopen(result_fd, "wb") as out:
+        out.write(json.dumps(payload).encode())
     return 0
 
 
-def wait_for_job() -> int:
+def _channel(spec: dict[str, Any]) -> Any:
+    from .wire import Channel
+
+    reader = os.fdopen(int(spec["read_fd"]), "rb", buffering=1 << 20)
+    writer = os.fdopen(int(spec["write_fd"]), "wb", buffering=1 << 20)
+    return Channel(reader, writer, max_bytes=int(spec.get("max_message_bytes", 1 << 40)))
+
+
+def wait_for_job(result_fd: int) -> int:
     from . import runner  # noqa: F401  (the imports are what starting ahead saves)
 
     line = sys.stdin.readline().strip()
     if not line:
         return 0  # the parent went away without a job
     os.chdir(Path(line).parent)
-    return main(line)
+    return main(line, result_fd)
 
 
 if __name__ == "__main__":
-    sys.exit(wait_for_job() if sys.argv[1] == "--wait" else main(sys.argv[1]))
+    args = sys.argv[1:]
+    fd = -1
+    if args[:1] == ["--result-fd"]:
+        fd, args = int(args[1]), args[2:]
+    sys.exit(wait_for_job(fd) if args[0] == "--wait" else main(args[0], fd))

@@ -1,0 +1,95 @@
+"""Checksums of timed outputs: how the judge checks every timed call without copying its output.
+
+A floating output ``c`` is reduced to ``S(c) = sum_i w_i c_i`` in float64, with weights
+``w_i`` = +1 or -1 drawn from a seed the judge picks per evaluation (a block of CHUNK weights
+reused along the tensor). For an honest output with error ``d = c - e`` against the float64
+answer ``e``, ``S(c) - S(e) = sum_i w_i d_i`` has mean 0 and, by Hoeffding's inequality,
+exceeds ``K * ||d||_2`` with probability below ``2 exp(-K^2 / 2)`` (1e-8 at K = 6). So
+``|S(c) - S(e)| <= K * limit * ||e||_2`` holds for every output whose relative L2 error is
+within the precision class's ``limit``, while a stale output (the other input set's), an
+empty one or one computed at a lower precision misses it by orders of magnitude. Integer
+and boolean outputs must match bit for bit (a keyed fingerprint); other values by equality.
+
+The worker computes the checksum of what it returned, outside the timed region but inside
+the judge's wall-clock window: computing the real output there instead of in the timed call
+shows up as time the claims do not explain (:mod:`.claims`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from .trees import flatten
+
+CHUNK = 1 << 22  # elements per slice (float64 temporaries of 32 MB)
+K_SIGMA = 6.0
+
+
+class Checksum:
+    def __init__(self, seed: int, device: torch.device) -> None:
+        generator = torch.Generator(device=device).manual_seed(seed)
+        bits = torch.randint(0, 2, (CHUNK,), generator=generator, device=device)
+        self.weights = bits.to(torch.float64) * 2 - 1
+        self.seed = seed
+
+    def of(self, out: Any) -> list[Any]:
+        """One entry per leaf of ``out``: a float for a floating tensor (NaN when any element
+        is not finite), ``[shape, dtype, bits]`` for other tensors, the value otherwise."""
+        return [self._tensor(x) if isinstance(x, torch.Tensor) else x for x in flatten(out)]
+
+    def _tensor(self, t: torch.Tensor) -> Any:
+        flat = t.detach().reshape(-1)
+        if flat.is_complex():
+            flat = torch.view_as_real(flat).reshape(-1)
+        if not flat.is_floating_point():
+            return [list(t.shape), str(t.dtype), int((flat.to(torch.int64) * self._int_weights(flat)).sum())]
+        weights = self.weights.to(t.device)
+        value = 0.0
+        for start in range(0, flat.numel(), CHUNK):
+            part = flat[start : start + CHUNK].to(torch.float64)
+            value += float(torch.dot(part, weights[: part.numel()]))
+        return value if math.isfinite(value) else float("nan")
+
+    def _int_weights(self, flat: torch.Tensor) -> torch.Tensor:
+        reps = -(-flat.numel() // CHUNK) or 1
+        odd = (self.weights.to(torch.int64) * (2 * (self.seed % 1000003) + 1)).to(flat.device)
+        return odd.repeat(reps)[: flat.numel()]
+
+
+def norms(out: Any) -> list[float | None]:
+    """The L2 norm of each floating leaf (float64), None for the others."""
+    result: list[float | None] = []
+    for x in flatten(out):
+        if isinstance(x, torch.Tensor) and x.is_floating_point():
+            flat = x.detach().reshape(-1)
+            total = 0.0
+            for start in range(0, flat.numel(), CHUNK):
+                part = flat[start : start + CHUNK].to(torch.float64)
+                total += float(torch.dot(part, part))
+            result.append(math.sqrt(total))
+        else:
+            result.append(None)
+    return result
+
+
+def mismatch(claimed: list[Any], expected: list[Any], scale: list[float | None], limit: float) -> str:
+    """Why a timed call's checksums do not fit the expected output's (empty when they do).
+    ``scale``: the expected output's L2 norms; ``limit``: the relative L2 error allowed."""
+    if not isinstance(claimed, list) or len(claimed) != len(expected):
+        return (
+            f"returned {len(claimed) if isinstance(claimed, list) else '?'} outputs, expected {len(expected)}"
+        )
+    for i, (c, e, norm) in enumerate(zip(claimed, expected, scale, strict=True)):
+        if norm is None:
+            if c != e:
+                return f"output {i} differs from the reference's"
+            continue
+        if not isinstance(c, float) or math.isnan(c):
+            return f"output {i} is not finite or not a floating tensor"
+        bound = K_SIGMA * limit * norm + 1e-300
+        if abs(c - e) > bound:
+            return f"output {i} is off by {abs(c - e) / max(norm, 1e-300):.2e} of its norm (allowed {K_SIGMA * limit:.1e})"
+    return ""

@@ -1,0 +1,235 @@
+"""The judge: verifies and times one candidate without ever loading its code.
+
+Runs in the reference worker, a process that imports the task and kforge and nothing of the
+candidate. The candidate runs in its own worker (:mod:`.candidate_worker`), reached through
+a :class:`~.remote.RemoteCandidate`. Inputs and weights are drawn here, the reference's
+outputs and their float64 answers are computed here, every comparison and every verdict is
+made here, and the Result goes to kforge over a pipe the candidate's process does not hold.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .checksum import Checksum, norms
+from .claims import copy_bandwidth_gbps, hidden_time_reason, light_reason, stale_reason
+from .compare import rel_err
+from .guards import set_precision_flags
+from .hardware import detect_gpu
+from .memory import MemoryMeter
+from .remote import CandidateFailed, CandidateFormatError, RemoteCandidate, RemoteSlot
+from .result import Result, Roofline, Status, Timing
+from .roofline import roofline, tensor_bytes
+from .runner import SUSPICIOUS_SPEEDUP, Job, network_state, time_all
+from .task import import_file
+from .timing import InputSwitcher, LocalSlot, Timer
+from .trees import clone, flatten
+from .verify import Trial, Verifier, _reference64
+from .wire import Channel, WireError
+
+
+def run_eval(spec: dict[str, Any], channel: Channel) -> Result:
+    """Verify and time the candidate behind ``channel`` against the task in ``spec``."""
+    job = Job(spec)
+    set_precision_flags(job.precision.name)
+    job.note(f"network: {network_state()}")
+    task = import_file(Path(spec["task_path"]), "kforge_task")
+    candidate = RemoteCandidate(channel, job.device)
+    failed = _wait_ready(job, channel)
+    if failed is not None:
+        return failed
+    try:
+        return _verify_and_time(job, task, candidate)
+    except CandidateFormatError as err:
+        return job.result(Status.FORMAT_ERROR, log=str(err))
+    except CandidateFailed as err:
+        return job.result(Status.RUNTIME_ERROR, log=f"candidate failed in {err.phase}:\n{err.message}")
+    finally:
+        candidate.close()
+
+
+def _wait_ready(job: Job, channel: Channel) -> Result | None:
+    """None when the candidate imported; else the Result of its failing import."""
+    try:
+        kind, fields, _ = channel.recv()
+    except WireError as err:
+        return job.result(Status.RUNTIME_ERROR, log=f"the candidate worker died while importing ({err})")
+    if kind == "ready":
+        return None
+    if kind == "import_failed" and fields.get("build_error"):
+        return job.result(Status.COMPILE_ERROR, log=str(fields.get("message", "")))
+    return job.result(
+        Status.RUNTIME_ERROR, log="candidate raises at import:\n" + str(fields.get("message", ""))
+    )
+
+
+def _verify_and_time(job: Job, task: Any, candidate: RemoteCandidate) -> Result:
+    verifier = Verifier(task, candidate, job.device, job.precision)
+    job.meter = MemoryMeter(job.device)
+    with job.phase("verify"):
+        verdict = verifier.run(job.spec["trials"], job.spec["seed"])
+    report = candidate.report()
+    errors = verifier.memory_figures() | dict(
+        trials=verdict.trials,
+        max_abs_err=verdict.max_abs_err,
+        max_rel_err=verdict.max_rel_err,
+        fp64_rel_err=verdict.fp64_rel_err,
+        ref_fp64_rel_err=verdict.ref_fp64_rel_err,
+        candidate_memory_mb=report.get("candidate_memory_mb"),
+    )
+    cheats = list(dict.fromkeys(verdict.cheats + candidate.observed))
+    if cheats:
+        return job.result(Status.REJECTED, cheats=cheats, log=verdict.message, **errors)
+    if not verdict.correct or verifier.last is None:
+        return job.result(Status.INCORRECT, log=verdict.message, **errors)
+    trial = verifier.last
+    timer = Timer(job.device, job.spec["timing_trials"])
+    with job.phase("timing"):
+        timings, cheats = time_candidate(job, timer, verifier, trial, candidate, verdict.ref_fp64_rel_err)
+    candidate.report()
+    cheats = list(dict.fromkeys(cheats + candidate.observed))
+    gpu = detect_gpu() if job.device.type == "cuda" else None
+    known = job.spec.get("roofline")  # the task's, measured by an earlier worker
+    with torch.no_grad(), job.phase("roofline"):
+        roof = (
+            Roofline(**known) if known else roofline(trial.reference, trial.inputs, gpu, job.precision.name)
+        )
+    result = job.result(
+        Status.REJECTED if cheats else Status.OK,
+        correct=True,
+        flags=list(dict.fromkeys(verdict.notes)),
+        cheats=cheats,
+        candidate=timings["candidate"],
+        eager=timings["eager"],
+        compiled=timings.get("compile"),
+        roofline=roof,
+        timing_label=timer.label,
+        **errors,
+    )
+    if (result.roofline_fraction or 0) > 1:
+        result.flags.append(
+            "faster than the roofline floor of the reference's algorithm at this precision's peak: the "
+            "candidate does fewer FLOPs (an algebraic shortcut) or uses tensor cores at fp32 accuracy (3xTF32)"
+        )
+    if not cheats and (result.speedup_vs_eager or 0) > SUSPICIOUS_SPEEDUP:
+        _strict_recheck(verifier, result, job.spec)
+    return result
+
+
+def _strict_recheck(verifier: Verifier, result: Result, spec: dict[str, Any]) -> None:
+    """A speedup over 10x gets three times the trials on new seeds before it is believed."""
+    verdict = verifier.run(3 * spec["trials"], spec["seed"] + 104729)
+    if verdict.cheats or not verdict.correct:
+        result.status = Status.REJECTED
+        result.cheats += verdict.cheats or [f"failed the strict recheck of a >10x speedup: {verdict.message}"]
+    else:
+        result.flags.append(f"speedup over {SUSPICIOUS_SPEEDUP:.0f}x: passed the strict recheck")
+
+
+def time_candidate(
+    job: Job,
+    timer: Timer,
+    verifier: Verifier,
+    trial: Trial,
+    candidate: RemoteCandidate,
+    ref_fp64_err: float | None,
+) -> tuple[dict[str, Timing], list[str]]:
+    """The candidate (in its process) timed against eager and torch.compile (here) in the
+    same interleaved rounds, and the judge's checks of its claims: (timings, cheats)."""
+    sets = [verifier.fresh_inputs(), verifier.fresh_inputs()]
+    checksum = Checksum(random.SystemRandom().randrange(2**62), job.device)
+    expected, limit = _expected(trial.reference, sets, checksum, job, ref_fp64_err, verifier)
+    candidate.request("timing", "timing_sets", {"checksum_seed": checksum.seed}, sets)
+    remote = RemoteSlot(candidate)
+
+    def local(fn: Any) -> LocalSlot:  # eager and torch.compile switch inputs and checksum like the candidate
+        switcher = InputSwitcher(trial.inputs, sets[0], sets[1])
+        return LocalSlot(timer, _no_grad(fn), switcher, checksum.of)
+
+    reference = trial.reference
+    timings = time_all(job, timer, reference, trial.inputs, remote, local)
+    cheats = []
+    stale = stale_reason(remote.checksums, remote.sets, expected, limit)
+    if not stale:
+        turn, last = remote.fetch_last()
+        stale = verifier.recheck(last, reference, sets[turn], limit) if turn in (0, 1) else "no set"
+        if stale and not stale.startswith("precision lowered"):
+            stale = f"what was timed is not what was verified (stale or cached results): {stale}"
+    cheats += [stale] if stale else []
+    trusted = [(timer.walls[n], timer.samples[n]) for n in timer.walls if n != "candidate"]
+    hidden, line = hidden_time_reason(
+        job.device.type,
+        (timer.walls["candidate"], timer.samples["candidate"]),
+        trusted,
+        timer.block_size(),
+        _round_trip_ms(candidate),
+    )
+    job.note(line)
+    cheats += [hidden] if hidden else []
+    median = timings["candidate"].median_ms
+    moved = tensor_bytes(trial.inputs) + verifier.output_bytes()
+    light = light_reason(median, moved, copy_bandwidth_gbps(job.device))
+    cheats += [light] if light else []
+    escaped = float(candidate.request("timing", "escaped")[0].get("ms", 0.0))
+    if escaped > max(0.05, 0.5 * median):
+        cheats.append(
+            f"work the timer misses: the device stays busy {escaped:.3f} ms after the caller's stream "
+            f"finished (timed: {median:.3f} ms): a side stream or thread"
+        )
+    return timings, cheats
+
+
+def _expected(
+    reference: torch.nn.Module,
+    sets: list[list[Any]],
+    checksum: Checksum,
+    job: Job,
+    ref_err: float | None,
+    verifier: Verifier,
+) -> tuple[list[Any], float]:
+    """Per input set, (checksums, norms) of the answer each timed output must fit, and the
+    relative error allowed: the float64 answer within the class's bound (as in verification),
+    or eager's output within a looser one where the task has no float64 kernels."""
+    expected, worst = [], ref_err or 0.0
+    exact = True
+    for inputs in sets:  # copies only where the reference writes to its inputs
+        own = clone if verifier.reference_changes_inputs else (lambda x: x)
+        with torch.no_grad():
+            eager = reference(*own(inputs))
+        out64 = _reference64(reference, own(inputs))
+        if out64 is None:
+            exact, answer = False, eager
+        else:  # float leaves from float64; the others (indices, masks) as eager computes them
+            answer = [e if _floating(e) else r for e, r in zip(flatten(out64), flatten(eager), strict=True)]
+            worst = max(worst, rel_err(eager, out64))
+        expected.append((checksum.of(answer), norms(answer)))
+    bound = job.precision.max_fp64_rel_err
+    limit = max(bound, 10 * worst) if exact else max(10 * bound, job.precision.rtol)
+    return expected, limit
+
+
+def _round_trip_ms(candidate: RemoteCandidate) -> float:
+    """The fastest of five empty requests: the part of a block's wall time that is the pipe."""
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        candidate.request("timing", "ping")
+        times.append((time.perf_counter() - start) * 1e3)
+    return min(times) if times else 0.0
+
+
+def _floating(x: Any) -> bool:
+    return isinstance(x, torch.Tensor) and x.is_floating_point()
+
+
+def _no_grad(fn: Any) -> Any:
+    def wrapped() -> Any:
+        with torch.no_grad():
+            return fn()
+
+    return wrapped

@@ -54,7 +54,8 @@ def batch_command(
     out: Annotated[Path | None, typer.Option(help="batch folder (default kforge-batch)")] = None,
     resume: Annotated[Path | None, typer.Option(help="continue the batch in this folder")] = None,
     ray: Annotated[
-        str | None, typer.Option(help="run on a Ray cluster: auto or its address (pip install 'kforge[ray]')")
+        str | None,
+        typer.Option(help="run on a Ray cluster: auto or its address (pip install 'kforge\\[ray]')"),
     ] = None,
     config: Annotated[Path | None, typer.Option(help="TOML config (LLM endpoint for --policy llm)")] = None,
     quiet: Annotated[bool, typer.Option(help="no progress bar")] = False,
@@ -108,7 +109,7 @@ def batch_command(
         max_time_s=max_time, ray=ray,
     )  # fmt: skip
     workers = f"Ray cluster {ray}" if ray else f"{len(gpu_list) if device == 'cuda' else 1} worker(s)"
-    console.print(f"{len(entries)} tasks, {workers} -> {folder}")
+    console.print(f"{len(entries)} tasks, {escape(workers)} -> {escape(str(folder))}")
     _run(entries, options, console, quiet)
     groups = write_summary(folder, {"policy": policy, "device": device, "precision": precision})
     overall = groups["overall"]
@@ -118,7 +119,7 @@ def batch_command(
     )
     from ..report_html import write_report
 
-    console.print(f"report: {write_report(folder)}")
+    console.print(f"report: {escape(str(write_report(folder)))}")
     typer.echo(str(folder / "summary.md"))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import sys
@@ -17,7 +18,7 @@ import pytest
 pytest.importorskip("mcp")
 
 from mcp import ClientSession  # noqa: E402
-from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures"
 IDE_DOC = Path(__file__).parents[1] / "docs" / "ide.md"
@@ -58,7 +59,9 @@ async def connect(root: Path) -> AsyncIterator[ClientSession]:
     """The VS Code registration from docs/ide.md, on the CPU, started by the SDK's stdio client."""
     vscode = next(c["servers"]["kforge"] for c in documented_configs() if "servers" in c)
     args = [a.replace("${workspaceFolder}", str(root)) for a in vscode["args"]] + ["--device", "cpu"]
-    params = StdioServerParameters(command=KFORGE[0], args=[*KFORGE[1:], *args], cwd=root)
+    passed = {k: os.environ[k] for k in ("PYTHONPATH", "KFORGE_CACHE") if k in os.environ}  # this checkout
+    env = get_default_environment() | passed
+    params = StdioServerParameters(command=KFORGE[0], args=[*KFORGE[1:], *args], cwd=root, env=env)
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         yield session
@@ -191,3 +194,50 @@ def test_optimize_reports_progress_is_cancelled_and_resumes(workspace: Path) -> 
         assert resumed[0] == f"{run_id}: resuming scale_relu with embedded", resumed
 
     drive(workspace, body)
+
+
+@pytest.fixture
+def hostile_workspace(workspace: Path) -> Path:
+    """Ways out of the workspace that a batch's inputs can hide, and files that are not text."""
+    outside = workspace.parent / "secret.py"
+    (workspace / "lists").mkdir()
+    (workspace / "lists" / "out.txt").write_text("../scale_relu.py\n../../secret.py\n")
+    (workspace / "lists" / "in.txt").write_text("# inside\n../scale_relu.py\n")
+    (workspace / "lists" / "binary.txt").write_bytes(b"\xff\xfe../scale_relu.py\n")
+    (workspace / "link.py").symlink_to(outside)
+    (workspace / "linked").mkdir()
+    (workspace / "linked" / "a.py").symlink_to(outside)
+    (workspace / "not_utf8.py").write_bytes(b"\xff\xfeclass Model: pass\n")
+    return workspace
+
+
+def test_batch_and_evaluate_paths_stay_in_the_workspace_with_one_line_reasons(
+    hostile_workspace: Path,
+) -> None:
+    async def refused(session: ClientSession, name: str, arguments: dict[str, Any], message: str) -> None:
+        result = await session.call_tool(name, arguments)
+        said = text(result).strip()
+        assert result.is_error and message in said, (name, arguments, said)
+        assert "\n" not in said, said  # a crash would say only "Error executing tool NAME"
+
+    async def body(session: ClientSession) -> None:
+        for paths in (["lists/out.txt"], ["link.py"], ["linked"], [".", "lists/out.txt"]):
+            await refused(session, "batch_start", {"paths": paths}, "outside the workspace")
+        await refused(session, "batch_start", {"paths": ["lists/binary.txt"]}, "not UTF-8")
+        await refused(session, "batch_start", {"paths": ["scale\x00relu.py"]}, "NUL byte")
+        candidate = "candidates/segfault.py"
+        await refused(session, "evaluate", {"task": "scale_relu\x00.py", "candidate": candidate}, "NUL byte")
+        await refused(session, "evaluate", {"task": "not_utf8.py", "candidate": candidate}, "not UTF-8")
+        await refused(session, "evaluate", {"task": "scale_relu.py", "candidate": "not_utf8.py"}, "not UTF-8")
+        await refused(
+            session, "evaluate", {"task": "link.py", "candidate": candidate}, "outside the workspace"
+        )
+        source = "import torch\nx = '\x00'\n"
+        await refused(session, "evaluate", {"task": source, "candidate": candidate}, "NUL byte")
+        await refused(session, "optimize", {"task": "not_utf8.py", "wait": False}, "not UTF-8")
+        started = await session.call_tool("batch_start", {"paths": ["lists/in.txt"], "rounds": 1})
+        assert not started.is_error, text(started)
+        folder = Path(started.structured_content["folder"])
+        assert (folder / "tasks.txt").read_text() == f"{hostile_workspace / 'scale_relu.py'}\n"
+
+    drive(hostile_workspace, body)

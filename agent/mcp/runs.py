@@ -174,13 +174,17 @@ class Runs:
             status["log_tail"] = self.log_tail(run_id)
         return status
 
-    def start_batch(self, paths: list[Path], flags: list[str]) -> str:
+    def start_batch(self, tasks: list[Path], flags: list[str]) -> str:
+        """Start ``kforge batch`` over exactly these task files (checked by the workspace): they
+        go to the child in a list file the server writes, never re-read from the caller's."""
         batch_id = f"batch-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
         folder = self.batches_dir / batch_id
-        folder.parent.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(parents=True)
+        listing = folder / "tasks.txt"
+        listing.write_text("".join(f"{path}\n" for path in tasks))
         args = [
             "batch",
-            *map(str, paths),
+            str(listing),
             "--out",
             str(folder),
             "--device",

@@ -241,3 +241,28 @@ def test_batch_and_evaluate_paths_stay_in_the_workspace_with_one_line_reasons(
         assert (folder / "tasks.txt").read_text() == f"{hostile_workspace / 'scale_relu.py'}\n"
 
     drive(hostile_workspace, body)
+
+
+def test_a_child_log_is_read_from_its_end_however_large(tmp_path: Path) -> None:
+    """A run whose task printed without end: the server reads the log's tail, not the log."""
+    import tracemalloc
+    from types import SimpleNamespace
+
+    from kforge.agent.mcp.runs import Runs
+    from kforge.agent.mcp.workspace import Workspace
+
+    log = tmp_path / "child.log"
+    with log.open("wb") as fh:
+        fh.truncate(64 * 2**20)  # 64 MiB of printed output (sparse: no disk used)
+        fh.seek(0, 2)
+        fh.write(b"\nValueError: the last line says why\n")
+    runs = Runs(Workspace(root=tmp_path, out=tmp_path / "out", device="cpu"))
+    runs.children["run-1"] = (SimpleNamespace(poll=lambda: 1), log)  # type: ignore[assignment]
+    tracemalloc.start()
+    try:
+        tail = runs.log_tail("run-1")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert tail == "ValueError: the last line says why"
+    assert peak < 2**20, f"{peak / 2**20:.1f} MiB read for one line"

@@ -132,7 +132,7 @@ def speedups(result: Result, baseline: Result | None) -> dict[str, float | None]
 
 def _load(entry: TaskEntry) -> Task:
     try:
-        return load_task(entry.path)
+        return load_task(entry.path, check_import=False)  # its code runs in evaluation workers only
     except TaskError as err:
         raise InvalidTask(str(err)) from None
     except UnicodeDecodeError as err:
@@ -158,9 +158,8 @@ def run_task(entry: TaskEntry, options: BatchOptions) -> dict[str, Any]:
         settings = options.settings.replace(out=task_dir)
         resume = _resumable(task_dir)
         evaluator = BatchEvaluator(options.trials)
-        summary = optimize(
-            None if resume else task.path, settings, _policy(options), evaluator, resume=resume
-        )
+        policy, path = _policy(options), None if resume else task.path
+        summary = optimize(path, settings, policy, evaluator, resume=resume, check_import=False)
     except InvalidTask as err:
         return line | {"status": "invalid_task", "error": str(err), "elapsed_s": time.time() - started}
     except Exception as err:  # one task's failure is recorded and the batch goes on

@@ -146,17 +146,20 @@ def test_same_named_tasks_both_run_and_each_invalid_file_gets_its_own_line(tmp_p
         )
     )
     listing = tmp_path / "tasks.txt"
-    listing.write_text("a/scale_relu.py\nnot_utf8.py\nb/scale_relu.py\nsyntax_error.py\ninputs_raise.py\n")
+    (tmp_path / "exits_at_import.py").write_text("import os\nos._exit(3)\n" + task)  # would end its importer
+    listing.write_text(
+        "exits_at_import.py\na/scale_relu.py\nnot_utf8.py\nb/scale_relu.py\nsyntax_error.py\ninputs_raise.py\n"
+    )
     out = tmp_path / "batch"
     done = _batch(str(listing), *ONE_STRATEGY, "--out", str(out), env=env)
     assert done.returncode == 3, done.stderr[-3000:]  # documented: some task files were invalid
     lines = {x["task"]: x for x in _lines(out)}
     good = sorted(k for k in lines if k.startswith("scale_relu@"))
-    assert len(good) == 2 and len(lines) == 5, list(lines)
+    assert len(good) == 2 and len(lines) == 6, list(lines)
     assert {lines[k]["path"] for k in good} == {str(tmp_path / f / "scale_relu.py") for f in "ab"}
     assert all(lines[k]["status"] != "invalid_task" and lines[k]["eager_ms"] > 0 for k in good)
     assert f"they run as {', '.join(k for k in lines if k in good)}" in " ".join(done.stderr.split())
-    reasons = {k: lines[k]["error"] for k in ("not_utf8", "syntax_error", "inputs_raise")}
+    reasons = {k: lines[k]["error"] for k in ("not_utf8", "syntax_error", "inputs_raise", "exits_at_import")}
     assert all(lines[k]["status"] == "invalid_task" for k in reasons), lines
     assert "not UTF-8" in reasons["not_utf8"] and "not valid Python" in reasons["syntax_error"]
     assert (

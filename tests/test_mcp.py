@@ -208,6 +208,8 @@ def hostile_workspace(workspace: Path) -> Path:
     (workspace / "linked").mkdir()
     (workspace / "linked" / "a.py").symlink_to(outside)
     (workspace / "not_utf8.py").write_bytes(b"\xff\xfeclass Model: pass\n")
+    task = (workspace / "scale_relu.py").read_text()
+    (workspace / "exits_at_import.py").write_text("import os\nos._exit(3)\n" + task)
     return workspace
 
 
@@ -235,6 +237,10 @@ def test_batch_and_evaluate_paths_stay_in_the_workspace_with_one_line_reasons(
         source = "import torch\nx = '\x00'\n"
         await refused(session, "evaluate", {"task": source, "candidate": candidate}, "NUL byte")
         await refused(session, "optimize", {"task": "not_utf8.py", "wait": False}, "not UTF-8")
+        exits = {"task": "exits_at_import.py", "candidate": candidate, "trials": 2, "timing_trials": 3}
+        killed = await session.call_tool("evaluate", exits)  # its code runs in the worker only
+        assert killed.structured_content["status"] == "runtime_error", text(killed)
+        assert (await session.call_tool("hardware", {})).is_error is False  # the server lives on
         started = await session.call_tool("batch_start", {"paths": ["lists/in.txt"], "rounds": 1})
         assert not started.is_error, text(started)
         folder = Path(started.structured_content["folder"])

@@ -74,7 +74,7 @@ def register(server: MCPServer, ws: Workspace, runs: Runs) -> None:
             cache_dir=ws.out / "cache",
         )  # fmt: skip
         try:
-            loaded = load_task(task_path)
+            loaded = load_task(task_path, check_import=False)  # the task's code runs in the worker only
             result = await anyio.to_thread.run_sync(evaluate, loaded, candidate_path.read_text(), options)
         except (TaskError, EvalError) as err:
             raise ToolError(str(err).strip().splitlines()[0]) from None

@@ -3,10 +3,14 @@ selected GPU taking tasks from a shared queue (one worker on the CPU), or one Ra
 GPU of a Ray cluster (``batch_ray``): both are executors behind ``run_batch``.
 
 Each task's run folder is ``OUT/runs/<task>/<run id>/``; the parent appends one line per
-finished task to ``OUT/results.jsonl`` (written whole and flushed, by one writer) and, at
-the end, writes ``summary.md``/``summary.json`` and the speedup plot. A batch that was
-killed continues with ``resume``: finished tasks are skipped and a half-done task's run
-folder is resumed through ``optimize(resume=...)``.
+finished task to ``OUT/results.jsonl`` (``batch_results``: written whole and flushed, by one
+writer) and, at the end, writes ``summary.md``/``summary.json`` and the speedup plot. A batch
+that was killed continues with ``resume``: finished tasks are skipped and a half-done task's
+run folder is resumed through ``optimize(resume=...)``. One process at a time owns the folder
+(``batch_lock``).
+
+A task file that cannot be read or parsed, or whose own Model does not run (its import,
+get_inputs or forward raises), gets an ``invalid_task`` line with the reason.
 """
 
 from __future__ import annotations
@@ -24,11 +28,19 @@ from typing import Any
 from ..tools.evaluate import EvalOptions
 from ..tools.result import Result, Status
 from ..tools.task import Task, TaskError, load_task
+from .batch_lock import add_owners, owning
+from .batch_results import RESULTS, append_line, done_keys, set_aside_partial
 from .batch_tasks import BATCH_META, TaskEntry
 from .evaluator import EngineEvaluator, OnResult, eval_options
 from .settings import RunSettings
 
-RESULTS = "results.jsonl"
+__all__ = ["RESULTS", "BatchOptions", "done_keys", "run_batch", "run_task"]
+BROKEN = (Status.RUNTIME_ERROR, Status.COMPILE_ERROR, Status.FORMAT_ERROR)  # a reference that does not run
+
+
+class InvalidTask(Exception):
+    """The task file cannot be a task: unreadable, not UTF-8, not Python, not KernelBench, or
+    its own Model does not run. The message is one line."""
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -73,6 +85,17 @@ class BatchEvaluator(EngineEvaluator):
         options = dataclasses.replace(options, compile_baseline=self.time_compile, trials=trials)
         return super().evaluate_many(task, sources, options, on_result)
 
+    def measure_baseline(self, task: Task, options: EvalOptions) -> Result:
+        """The reference measured; an InvalidTask when it does not run at all (nothing can be
+        verified against it)."""
+        result = super().measure_baseline(task, options)
+        if result.status in BROKEN:
+            last = next((ln.strip() for ln in reversed(result.log.splitlines()) if ln.strip()), "")
+            raise InvalidTask(
+                f"{task.path.name}: the reference does not run ({result.status.value}): {last[:300]}"
+            )
+        return result
+
 
 def _policy(options: BatchOptions) -> Any:
     if options.policy == "embedded":
@@ -107,10 +130,20 @@ def speedups(result: Result, baseline: Result | None) -> dict[str, float | None]
     }
 
 
+def _load(entry: TaskEntry) -> Task:
+    try:
+        return load_task(entry.path, check_import=False)  # its code runs in evaluation workers only
+    except TaskError as err:
+        raise InvalidTask(str(err)) from None
+    except UnicodeDecodeError as err:
+        raise InvalidTask(f"{entry.path}: not UTF-8 text (byte {err.start})") from None
+    except OSError as err:
+        raise InvalidTask(f"{entry.path}: cannot be read ({err.strerror})") from None
+
+
 def run_task(entry: TaskEntry, options: BatchOptions) -> dict[str, Any]:
     """Optimize one task; the results.jsonl line for it."""
     from .run import optimize
-    from .store import Store
 
     started = time.time()
     line: dict[str, Any] = {
@@ -120,62 +153,58 @@ def run_task(entry: TaskEntry, options: BatchOptions) -> dict[str, Any]:
         "status": "error",
     }
     try:
-        task = load_task(entry.path)
-    except TaskError as err:
+        task = _load(entry)
+        task_dir = options.out / "runs" / entry.folder_name
+        settings = options.settings.replace(out=task_dir)
+        resume = _resumable(task_dir)
+        evaluator = BatchEvaluator(options.trials)
+        policy, path = _policy(options), None if resume else task.path
+        summary = optimize(path, settings, policy, evaluator, resume=resume, check_import=False)
+    except InvalidTask as err:
         return line | {"status": "invalid_task", "error": str(err), "elapsed_s": time.time() - started}
-    task_dir = options.out / "runs" / entry.folder_name
-    settings = options.settings.replace(out=task_dir)
-    resume = _resumable(task_dir)
-    try:
-        summary = optimize(
-            None if resume else task.path,
-            settings,
-            _policy(options),
-            BatchEvaluator(options.trials),
-            resume=resume,
-        )
     except Exception as err:  # one task's failure is recorded and the batch goes on
         return line | {"error": f"{type(err).__name__}: {err}"[:500], "elapsed_s": time.time() - started}
+    line |= _outcome(task, summary, settings, options)
+    return line | {"elapsed_s": time.time() - started}
+
+
+def _outcome(task: Task, summary: Any, settings: RunSettings, options: BatchOptions) -> dict[str, Any]:
+    """The line's fields from the finished run: its attempts, its best, and the best measured
+    again (the confirmation, recorded in the run's store beside the attempt)."""
+    from .store import Store
+
     store = Store(summary.run_dir / "trajectories.db")
-    results = store.results(summary.run_id)
-    attempts = {a.attempt_id: a for a in store.attempts(summary.run_id)}
-    store.close()
-    baseline = results.get("baseline")
-    counts: dict[str, int] = {}
-    for attempt_id, result in results.items():
-        if attempt_id != "baseline":
-            counts[result.status.value] = counts.get(result.status.value, 0) + 1
+    try:
+        results = store.results(summary.run_id)
+        baseline = results.get("baseline")
+        counts: dict[str, int] = {}
+        for attempt_id, result in results.items():
+            if attempt_id != "baseline":
+                counts[result.status.value] = counts.get(result.status.value, 0) + 1
+        line: dict[str, Any] = {
+            "run_dir": str(summary.run_dir), "reason": summary.reason, "attempts": counts,
+            "rejected": counts.get("rejected", 0), "eager_ms": baseline.eager_ms if baseline else None,
+            "compile_ms": baseline.compile_ms if baseline else None,
+            "baseline": baseline.to_json() if baseline else None, "eval_timeout_s": settings.eval_timeout_s,
+        }  # fmt: skip
+        best_id = summary.best_attempt_id
+        if best_id is None or best_id not in results:
+            return line | {"status": "no_candidate", "error": summary.reason}
+        best = next(a for a in store.attempts(summary.run_id) if a.attempt_id == best_id)
+        search = results[best_id]
+        final = _confirm(task, best.source, settings, options.trials) if options.confirm else search
+        if options.confirm:
+            store.add_confirmation(summary.run_id, best_id, final)
+    finally:
+        store.close()
     line |= {
-        "run_dir": str(summary.run_dir),
-        "reason": summary.reason,
-        "attempts": counts,
-        "rejected": counts.get("rejected", 0),
-        "eager_ms": baseline.eager_ms if baseline else None,
-        "compile_ms": baseline.compile_ms if baseline else None,
-        "baseline": baseline.to_json() if baseline else None,
-        "eval_timeout_s": settings.eval_timeout_s,
-    }
-    best_id = summary.best_attempt_id
-    if best_id is None or best_id not in results:
-        return line | {"status": "no_candidate", "error": summary.reason, "elapsed_s": time.time() - started}
-    search = results[best_id]
-    source = attempts[best_id].source
-    final = _confirm(task, source, settings, options.trials) if options.confirm else search
-    line |= {
-        "status": "ok" if final.status is Status.OK else "unconfirmed",
-        "best_attempt_id": best_id,
-        "best_strategy": attempts[best_id].strategy,
-        "best_path": str(summary.best_path) if summary.best_path else None,
-        "result": final.to_json(),
-        "search_result": search.to_json(),
-        "confirmed": options.confirm,
-    }
+        "status": "ok" if final.status is Status.OK else "unconfirmed", "best_attempt_id": best_id,
+        "best_strategy": best.strategy, "best_path": str(summary.best_path) if summary.best_path else None,
+        "result": final.to_json(), "search_result": search.to_json(), "confirmed": options.confirm,
+    }  # fmt: skip
     if final.status is Status.OK:
-        line |= speedups(final, baseline)
-    else:
-        line["error"] = f"the best candidate failed its confirmation: {final.status.value}"
-    line["elapsed_s"] = time.time() - started
-    return line
+        return line | speedups(final, baseline)
+    return line | {"error": f"the best candidate failed its confirmation: {final.status.value}"}
 
 
 def _confirm(task: Task, source: str, settings: RunSettings, trials: int) -> Result:
@@ -198,35 +227,26 @@ def share_of_host(workers: int, cpus: int | None = None) -> dict[str, str]:
 
 
 def _worker(
-    gpu: int | None, options: BatchOptions, tasks: Any, results: Any, deadline: float | None, workers: int = 1
+    gpu: int | None,
+    options: BatchOptions,
+    tasks: Any,
+    results: Any,
+    deadline: float | None,
+    workers: int = 1,
+    parent: int | None = None,
 ) -> None:
     if gpu is not None:  # this process only ever sees its own GPU
         os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
     if workers > 1:
         os.environ.update(share_of_host(workers))
     while deadline is None or time.time() < deadline:
+        if parent is not None and os.getppid() != parent:  # the batch process was killed:
+            results.cancel_join_thread()  # nobody reads the lines it holds; take no new task
+            return
         entry = tasks.get()
         if entry is None:
             return
         results.put(run_task(entry, options))
-
-
-def done_keys(out: Path) -> set[str]:
-    path = out / RESULTS
-    if not path.is_file():
-        return set()
-    keys = set()
-    for text in path.read_text().splitlines():
-        if text.strip():
-            keys.add(json.loads(text)["task"])
-    return keys
-
-
-def append_line(out: Path, line: dict[str, Any]) -> None:
-    with (out / RESULTS).open("a") as fh:
-        fh.write(json.dumps(line) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
 
 
 Executor = Callable[[list[TaskEntry], "BatchOptions"], Iterator[dict[str, Any]]]
@@ -246,11 +266,14 @@ def local_pool(pending: list[TaskEntry], options: BatchOptions) -> Iterator[dict
         tasks.put(None)
     deadline = time.time() + options.max_time_s if options.max_time_s is not None else None
     workers = [
-        ctx.Process(target=_worker, args=(gpu, options, tasks, results, deadline, len(gpus)), daemon=True)
+        ctx.Process(
+            target=_worker, args=(gpu, options, tasks, results, deadline, len(gpus), os.getpid()), daemon=True
+        )
         for gpu in gpus
     ]
     for w in workers:
         w.start()
+    add_owners(options.out, [w.pid for w in workers if w.pid is not None])
     received = 0
     while received < len(pending):
         try:
@@ -280,19 +303,19 @@ def run_batch(
     entries: list[TaskEntry], options: BatchOptions, on_line: Callable[[dict[str, Any]], None] | None = None
 ) -> list[dict[str, Any]]:
     """Run every entry not yet in results.jsonl through the options' executor (the local
-    pool, or Ray with ``options.ray``); the lines written by this call."""
-    options.out.mkdir(parents=True, exist_ok=True)
-    (options.out / BATCH_META).write_text(
-        json.dumps(options.to_json() | {"tasks": [e.key for e in entries]}, indent=2)
-    )
-    finished = done_keys(options.out)
-    pending = [e for e in entries if e.key not in finished]
-    if not pending:
-        return []
-    written: list[dict[str, Any]] = []
-    for line in _executor(options)(pending, options):
-        append_line(options.out, line)
-        written.append(line)
-        if on_line is not None:
-            on_line(line)
+    pool, or Ray with ``options.ray``); the lines written by this call. A BatchInputError
+    when another live process owns the folder."""
+    with owning(options.out):
+        set_aside_partial(options.out)
+        (options.out / BATCH_META).write_text(
+            json.dumps(options.to_json() | {"tasks": [e.key for e in entries]}, indent=2)
+        )
+        finished = done_keys(options.out)
+        pending = [e for e in entries if e.key not in finished]
+        written: list[dict[str, Any]] = []
+        for line in _executor(options)(pending, options) if pending else []:
+            append_line(options.out, line)
+            written.append(line)
+            if on_line is not None:
+                on_line(line)
     return written

@@ -15,15 +15,15 @@ import math
 from pathlib import Path
 from typing import Any
 
+from .batch_results import read_results
+
 P_VALUES = (1.0, 1.5, 2.0)
 PLOT = "speedups.png"
 
 
 def read_lines(out: Path) -> list[dict[str, Any]]:
-    path = out / "results.jsonl"
-    if not path.is_file():
-        return []
-    return [json.loads(t) for t in path.read_text().splitlines() if t.strip()]
+    """The batch's whole results lines (a half-written last one is left out, with a warning)."""
+    return read_results(out)
 
 
 def geomean(values: list[float]) -> float | None:

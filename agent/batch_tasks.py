@@ -1,10 +1,16 @@
 """Which task files a batch runs: a KernelBench checkout (its ``KernelBench/levelN`` folders),
-a folder of task files, a single task file, or a text file listing task paths."""
+a folder of task files, a single task file, or a text file listing task paths.
+
+A task's id is its name ("level1/23_Softmax", or the file's stem); task files of the same name
+in different folders each get the short hash of their source after it ("scale_relu@1f2e3d4c"),
+so both run; the same file listed twice runs once."""
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import re
+from collections import Counter
 from pathlib import Path
 
 BATCH_META = "batch.json"  # the batch's settings and selection, in its folder (resume reads it)
@@ -18,7 +24,7 @@ class BatchInputError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class TaskEntry:
-    key: str  # unique in the batch: "level1/23_Softmax" or the file's stem
+    key: str  # unique in the batch: "level1/23_Softmax", the file's stem, or either with "@<source hash>"
     path: Path
     level: int | None
 
@@ -57,11 +63,19 @@ def _folder(folder: Path, level: int | None) -> list[TaskEntry]:
 
 
 def _listing(path: Path) -> list[TaskEntry]:
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError as err:
+        raise BatchInputError(
+            f"{path}: not UTF-8 text (byte {err.start}); a list file names one task a line"
+        ) from None
     entries = []
-    for line in path.read_text().splitlines():
+    for number, line in enumerate(text.splitlines(), 1):
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
+        if "\x00" in line:
+            raise BatchInputError(f"{path}, line {number}: a NUL byte in a task path")
         task = Path(line) if Path(line).is_absolute() else path.parent / line
         level = LEVEL_DIR.match(task.parent.name)
         lvl = int(level.group(1)) if level else None
@@ -85,11 +99,49 @@ def expand(path: Path, levels: list[int] | None) -> list[TaskEntry]:
     return _folder(path, None)
 
 
+def source_digest(path: Path) -> str:
+    """A short hash of the file's bytes (of its path when it cannot be read)."""
+    try:
+        with path.open("rb") as fh:
+            return hashlib.file_digest(fh, "sha256").hexdigest()[:8]
+    except OSError:
+        return hashlib.sha256(str(path).encode()).hexdigest()[:8]
+
+
+def unique_ids(entries: list[TaskEntry], notes: list[str]) -> list[TaskEntry]:
+    """The entries with ids unique in the batch: a name that several files share gets each
+    file's source hash. A file listed twice (or a copy of it under the same name) runs once;
+    ``notes`` gets a line for every id changed and every copy left out."""
+    first: dict[Path, TaskEntry] = {}  # the first entry of each file
+    for entry in entries:
+        first.setdefault(entry.path, entry)
+    by_path = list(first.values())
+    shared = Counter(e.key for e in by_path)
+    kept: dict[str, TaskEntry] = {}
+    for entry in by_path:
+        if shared[entry.key] > 1:
+            entry = dataclasses.replace(entry, key=f"{entry.key}@{source_digest(entry.path)}")
+        if entry.key in kept:
+            notes.append(f"{entry.path} is a copy of {kept[entry.key].path}: it runs once, as {entry.key}")
+            continue
+        kept[entry.key] = entry
+    for name, count in shared.items():
+        if count > 1:
+            ids = [e.key for e in kept.values() if e.key.rsplit("@", 1)[0] == name]
+            notes.append(f"{count} task files are named {name}: they run as {', '.join(ids)}")
+    return list(kept.values())
+
+
 def select(
-    paths: list[Path], levels: list[int] | None, task_ids: list[int] | None, limit: int | None
+    paths: list[Path],
+    levels: list[int] | None,
+    task_ids: list[int] | None,
+    limit: int | None,
+    notes: list[str] | None = None,
 ) -> list[TaskEntry]:
     """The batch's tasks in order: filtered by level and problem id, then at most ``limit``
-    per level (tasks without a level form one group), in file order (never by results)."""
+    per level (tasks without a level form one group), in file order (never by results).
+    Ids are made unique (``unique_ids``); what that changed is added to ``notes``."""
     entries: list[TaskEntry] = []
     for path in paths:
         entries += expand(path, levels)
@@ -105,7 +157,7 @@ def select(
                 kept.append(e)
                 taken[e.level] = taken.get(e.level, 0) + 1
         entries = kept
-    unique = list({e.key: e for e in entries}.values())
+    unique = unique_ids(entries, notes if notes is not None else [])
     if not unique:
         raise BatchInputError("no task files selected (check the paths, --level and --tasks)")
     return unique

@@ -142,7 +142,8 @@ def _speedup(value: float | None) -> str:
 
 
 class RichRenderer:
-    """One line per event in the terminal."""
+    """One line per event in the terminal. ``render`` gives rich markup in which every text
+    that came from a task, a candidate, a worker or an LLM is escaped."""
 
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or Console(stderr=True)
@@ -154,7 +155,7 @@ class RichRenderer:
         match event:
             case RunStarted():
                 verb = "resuming" if event.resumed else "optimizing"
-                return f"[bold]{verb}[/] {event.task} with {event.policy} -> {event.run_dir}"
+                return f"[bold]{verb}[/] {escape(event.task)} with {escape(event.policy)} -> {escape(event.run_dir)}"
             case Notice():
                 return f"[yellow]note[/] {escape(event.message)}"
             case PlanReady():
@@ -169,7 +170,7 @@ class RichRenderer:
                 ms = f"{event.candidate_ms:.4g} ms" if event.candidate_ms is not None else ""
                 again = " (from store)" if event.reused else ""
                 return (
-                    f"  {event.attempt_id} [{colour}]{event.status}[/] "
+                    f"  {escape(event.attempt_id)} [{colour}]{escape(event.status)}[/] "
                     f"{_speedup(event.speedup_vs_eager)} {ms}{again}"
                 )
             case RoundProfiled():
@@ -177,15 +178,15 @@ class RichRenderer:
             case Decision():
                 return (
                     f"[magenta]{event.decision}[/] after round {event.round}: {escape(event.reason)} "
-                    f"(best {event.best_attempt_id or '-'} {_speedup(event.best_speedup)})"
+                    f"(best {escape(event.best_attempt_id or '-')} {_speedup(event.best_speedup)})"
                 )
             case RunFinished():
                 return (
-                    f"[bold green]done[/] {event.reason}; best {event.best_attempt_id or '-'} "
+                    f"[bold green]done[/] {escape(event.reason)}; best {escape(event.best_attempt_id or '-')} "
                     f"{_speedup(event.best_speedup)}"
                     f"{f' [yellow]{SLOWER_THAN_EAGER}[/]' if (event.best_speedup or 1) < 1 else ''}"
-                    f"; see {event.run_dir}"
+                    f"; see {escape(event.run_dir)}"
                 )
             case RunFailed():
-                return f"[bold red]stopped[/] {escape(event.message)} (resume with --resume {event.run_dir})"
-        return f"{event.kind}"
+                return f"[bold red]stopped[/] {escape(event.message)} (resume with --resume {escape(event.run_dir)})"
+        return escape(event.kind)

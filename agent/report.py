@@ -1,6 +1,9 @@
 """Write a run's ``report.md`` (every attempt with its result and the analyses), its
 ``report.html`` (``report_html``) and ``best.py``
-(the fastest verified candidate) from the trajectory store."""
+(the fastest verified candidate) from the trajectory store.
+
+Every text in report.md that came from the task, a candidate, its worker or the policy goes
+through ``md_text``: no raw HTML reaches the Markdown (the MCP server returns it as is)."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from pathlib import Path
 
 from ..tools.result import Result, Status
 from .events import SLOWER_THAN_EAGER
+from .md_text import fenced, md_inline, md_prose
 from .nodes.planner import BASELINE_ID
 from .policy.contrast import figures
 from .policy.render import baseline_summary
@@ -35,61 +39,54 @@ def best_step(steps: list[TrajectoryStep]) -> TrajectoryStep | None:
 
 def _row(step: TrajectoryStep) -> str:
     r = step.result
+    which = f"| {md_inline(step.attempt.attempt_id)} | {md_inline(step.attempt.strategy)} |"
     if r is None:
-        return f"| {step.attempt.attempt_id} | {step.attempt.strategy} | not evaluated | - | - | - | - |"
+        return f"{which} not evaluated | - | - | - | - |"
     roof = f"{r.roofline_fraction:.0%}" if r.roofline_fraction is not None else "-"
     return (
-        f"| {step.attempt.attempt_id} | {step.attempt.strategy} | {r.status.value} | {_fmt(r.speedup_vs_eager, 'x', 3)}"
+        f"{which} {r.status.value} | {_fmt(r.speedup_vs_eager, 'x', 3)}"
         f" | {_fmt(r.speedup_vs_compile, 'x', 3)} | {_fmt(r.candidate_ms)} | {roof} |"
     )
 
 
 def _details(step: TrajectoryStep) -> list[str]:
     a, r = step.attempt, step.result
-    out = [f"#### {a.attempt_id}", "", figures(r) if r is not None else "not evaluated", ""]
+    out = [
+        f"#### {md_inline(a.attempt_id)}",
+        "",
+        md_inline(figures(r)) if r is not None else "not evaluated",
+        "",
+    ]
     if a.analysis:
-        out += ["Performance analysis:", "", a.analysis.strip(), ""]
+        out += ["Performance analysis:", "", md_prose(a.analysis.strip()), ""]
     if a.plan:
-        out += ["Plan:", "", a.plan.strip(), ""]
+        out += ["Plan:", "", md_prose(a.plan.strip()), ""]
     if r is not None and r.status is not Status.OK and r.log:
-        out += ["```text", r.log.strip()[-2000:], "```", ""]
+        out += [*fenced(r.log.strip()[-2000:], "text"), ""]
     if a.source:
-        out += [
-            "<details><summary>code</summary>",
-            "",
-            "```python",
-            a.source.rstrip(),
-            "```",
-            "",
-            "</details>",
-            "",
-        ]
+        code = fenced(a.source.rstrip(), "python", literal=True)
+        out += ["<details><summary>code</summary>", "", *code, "", "</details>", ""]
     elif a.raw:
-        out += [
-            "<details><summary>unparsed answer</summary>",
-            "",
-            "```text",
-            a.raw.strip()[:4000],
-            "```",
-            "</details>",
-            "",
-        ]
+        answer = fenced(a.raw.strip()[:4000], "text")
+        out += ["<details><summary>unparsed answer</summary>", "", *answer, "", "</details>", ""]
     return out
 
 
 def render_report(store: Store, run_id: str) -> str:
     info = store.run_info(run_id) or {}
     baseline: Result | None = store.results(run_id).get(BASELINE_ID)
-    lines = [f"# kforge run {run_id}", ""]
+    lines = [f"# kforge run {md_inline(run_id)}", ""]
     for trajectory in store.trajectories(run_id):
         best = best_step(trajectory.steps)
         lines += [
-            f"Task: `{trajectory.task_name}` ({trajectory.task_hash}); policy {info.get('policy', '-')},"
-            f" model {info.get('model') or '-'}; status {info.get('status', '-')}: {info.get('reason') or '-'}",
+            f"Task: {md_inline(trajectory.task_name)} ({md_inline(trajectory.task_hash)});"
+            f" policy {md_inline(str(info.get('policy', '-')))}, model {md_inline(str(info.get('model') or '-'))};"
+            f" status {md_inline(str(info.get('status', '-')))}: {md_inline(str(info.get('reason') or '-'))}",
             "",
-            f"Baseline: {baseline_summary(baseline)}",
+            f"Baseline: {md_inline(baseline_summary(baseline))}",
             "",
-            f"Best: {best.attempt.attempt_id} at {_fmt(best.result.speedup_vs_eager if best.result else None, 'x', 3)}"
+            f"Best: {md_inline(best.attempt.attempt_id)} at"
+            f" {_fmt(best.result.speedup_vs_eager if best.result else None, 'x', 3)}"
             + (SLOWER if best.result and (best.result.speedup_vs_eager or 0) < 1 else "")
             if best
             else "Best: no verified candidate",
@@ -110,12 +107,12 @@ def render_report(store: Store, run_id: str) -> str:
                 for step in steps:
                     lines += _details(step)
             if "critic" in notes:
-                lines += ["### Critic's analysis", "", notes["critic"].strip(), ""]
+                lines += ["### Critic's analysis", "", md_prose(notes["critic"].strip()), ""]
             if "plan" in notes:
                 lines += [
                     f"### Plan made after round {round}" if round else "## Plan",
                     "",
-                    notes["plan"].strip(),
+                    md_prose(notes["plan"].strip()),
                     "",
                 ]
     return "\n".join(lines)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import os
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +81,7 @@ def _summary_table(groups: dict[str, dict[str, Any]]) -> list[str]:
 def _link(target: str | None, base: Path, text: str) -> str:
     if not target or not Path(target).exists():
         return ""
-    return f'<a href="{html.escape(os.path.relpath(target, base))}">{text}</a>'
+    return f'<a href="{html.escape(urllib.parse.quote(os.path.relpath(target, base)))}">{text}</a>'
 
 
 def cell(text: Any, sort_value: Any = None, css: str = "", title: str = "") -> str:

@@ -78,16 +78,17 @@ def find_run(resume: str | Path, out: Path) -> Path:
 InterruptHandler = Callable[[dict[str, Any]], Any]
 
 
-def new_run(task_path: Path, settings: RunSettings) -> tuple[str, Path, Task]:
-    """Make a run folder for the task (``optimize(None, ..., resume=run_dir)`` starts it)."""
-    task = load_task(task_path)
+def new_run(task_path: Path, settings: RunSettings, *, check_import: bool = True) -> tuple[str, Path, Task]:
+    """Make a run folder for the task (``optimize(None, ..., resume=run_dir)`` starts it).
+    ``check_import``: import the task here to check its entry points (else only its workers do)."""
+    task = load_task(task_path, check_import=check_import)
     run_id = f"{task.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     run_dir = (settings.out / run_id).resolve()
     (run_dir / "task").mkdir(parents=True)
     shutil.copyfile(task.path, run_dir / "task" / task.path.name)
     meta = {"run_id": run_id, "task": f"task/{task.path.name}", "settings": settings.to_json()}
     (run_dir / "run.json").write_text(json.dumps(meta, indent=2))
-    return run_id, run_dir, load_task(run_dir / "task" / task.path.name)
+    return run_id, run_dir, load_task(run_dir / "task" / task.path.name, check_import=check_import)
 
 
 def saved_settings(run_dir: Path) -> dict[str, Any]:
@@ -166,18 +167,21 @@ def optimize(
     *,
     resume: Path | None = None,
     on_interrupt: InterruptHandler | None = None,
+    check_import: bool = True,
 ) -> RunSummary:
     """Optimize one task (or resume the run in folder ``resume``) and write the run folder.
-    Interrupts go to ``on_interrupt``; without one the run returns ``paused`` at the first."""
+    Interrupts go to ``on_interrupt``; without one the run returns ``paused`` at the first.
+    With ``check_import=False`` the task's code runs only in evaluation workers, never in
+    this process (batch workers: a task that kills its importer costs only its own line)."""
     if policy is None:
         check_policy(settings)
     if resume is not None:
         run_dir = resume
         meta = json.loads((run_dir / "run.json").read_text())
         run_id = meta["run_id"]
-        task = load_task(run_dir / meta["task"])
+        task = load_task(run_dir / meta["task"], check_import=check_import)
     elif task_path is not None:
-        run_id, run_dir, task = new_run(Path(task_path), settings)
+        run_id, run_dir, task = new_run(Path(task_path), settings, check_import=check_import)
     else:
         raise SetupError("give a task file, or --resume RUN")
     store = Store(run_dir / "trajectories.db")

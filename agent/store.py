@@ -1,4 +1,4 @@
-"""The trajectory store: runs, tasks, attempts, results, analyses and every LLM call.
+"""The trajectory store: runs, tasks, attempts, results, confirmations, analyses and every LLM call.
 
 One SQLite file per run folder in WAL mode, so several worker processes can write to it
 at once (each write is a short ``BEGIN IMMEDIATE`` transaction; a busy database is waited
@@ -38,6 +38,9 @@ CREATE TABLE IF NOT EXISTS results (
     run_id TEXT NOT NULL, attempt_id TEXT NOT NULL, status TEXT NOT NULL, speedup_vs_eager REAL,
     candidate_ms REAL, result_json TEXT NOT NULL, created_at REAL NOT NULL,
     PRIMARY KEY (run_id, attempt_id));
+CREATE TABLE IF NOT EXISTS confirmations (
+    run_id TEXT NOT NULL, attempt_id TEXT NOT NULL, status TEXT NOT NULL, result_json TEXT NOT NULL,
+    created_at REAL NOT NULL, PRIMARY KEY (run_id, attempt_id));
 CREATE TABLE IF NOT EXISTS analyses (
     run_id TEXT NOT NULL, round INTEGER NOT NULL, kind TEXT NOT NULL, text TEXT NOT NULL,
     created_at REAL NOT NULL, PRIMARY KEY (run_id, round, kind));
@@ -204,6 +207,15 @@ class Store:
                 ),
             )
 
+    def add_confirmation(self, run_id: str, attempt_id: str, result: Result) -> None:
+        """The batch's confirmation of an attempt: measured again on new inputs and weights.
+        A best that fails it (status not ok) is no example to learn from."""
+        with self._write() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO confirmations VALUES (?, ?, ?, ?, ?)",
+                (run_id, attempt_id, result.status.value, result.dumps(), time.time()),
+            )
+
     def add_analysis(self, run_id: str, round: int, kind: str, text: str) -> None:
         with self._write() as conn:
             conn.execute(
@@ -242,6 +254,10 @@ class Store:
 
     def results(self, run_id: str) -> dict[str, Result]:
         rows = self._read("SELECT attempt_id, result_json FROM results WHERE run_id=?", (run_id,))
+        return {row["attempt_id"]: Result.from_json(json.loads(row["result_json"])) for row in rows}
+
+    def confirmations(self, run_id: str) -> dict[str, Result]:
+        rows = self._read("SELECT attempt_id, result_json FROM confirmations WHERE run_id=?", (run_id,))
         return {row["attempt_id"]: Result.from_json(json.loads(row["result_json"])) for row in rows}
 
     def analysis(self, run_id: str, round: int, kind: str) -> str | None:

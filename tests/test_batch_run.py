@@ -52,7 +52,7 @@ def test_batch_over_a_list_records_every_task_and_summarises(tmp_path, env):
     done = subprocess.run(
         [*CLI, str(listing), *FAST, "--out", str(out)], env=env, capture_output=True, text=True, timeout=600
     )
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == 3, done.stderr[-3000:]  # not_a_task is invalid
     lines = {x["task"]: x for x in _lines(out)}
     assert set(lines) == set(names)
     assert lines["not_a_task"]["status"] == "invalid_task" and "missing Model" in lines["not_a_task"]["error"]
@@ -108,7 +108,7 @@ def test_killed_batch_resumes_without_redoing_finished_tasks(tmp_path, env):
         [*CLI, "--resume", str(out), "--quiet", "--eval-timeout", "240"],
         env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == 3, done.stderr[-3000:]  # 1_not_a_task is invalid
     after = _lines(out)
     assert [x["task"] for x in after] == ["1_not_a_task", "2_linear_sum", "3_softmax_rows"]
     assert after[:2] == before and after[2]["status"] == "ok"
@@ -124,3 +124,106 @@ def test_each_batch_worker_gets_its_share_of_the_host_for_compiling(monkeypatch)
     assert share_of_host(3, cpus=2) == {"TORCHINDUCTOR_COMPILE_THREADS": "1"}
     monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "4")  # the user's setting stays
     assert share_of_host(8, cpus=128) == {}
+
+
+ONE_STRATEGY = [*FAST[: FAST.index("--strategies") + 1], "fx-rewrite", "--quiet"]  # none fits: fast
+
+
+def _batch(*args: str, env: dict) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_same_named_tasks_both_run_and_each_invalid_file_gets_its_own_line(tmp_path, env):
+    task = (Path(__file__).parent / "fixtures" / "tasks" / "scale_relu.py").read_text()
+    for folder, text in (("a", task), ("b", task.replace("features = 257", "features = 129"))):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "scale_relu.py").write_text(text)
+    (tmp_path / "not_utf8.py").write_bytes(b"\xff\xfeimport torch\n")
+    (tmp_path / "syntax_error.py").write_text("def broken(:\n")
+    (tmp_path / "inputs_raise.py").write_text(
+        task.replace(
+            "    return [torch.randn(batch_size, features)]", "    raise ValueError('no inputs here')"
+        )
+    )
+    listing = tmp_path / "tasks.txt"
+    (tmp_path / "exits_at_import.py").write_text("import os\nos._exit(3)\n" + task)  # would end its importer
+    listing.write_text(
+        "exits_at_import.py\na/scale_relu.py\nnot_utf8.py\nb/scale_relu.py\nsyntax_error.py\ninputs_raise.py\n"
+    )
+    out = tmp_path / "batch"
+    done = _batch(str(listing), *ONE_STRATEGY, "--out", str(out), env=env)
+    assert done.returncode == 3, done.stderr[-3000:]  # documented: some task files were invalid
+    lines = {x["task"]: x for x in _lines(out)}
+    good = sorted(k for k in lines if k.startswith("scale_relu@"))
+    assert len(good) == 2 and len(lines) == 6, list(lines)
+    assert {lines[k]["path"] for k in good} == {str(tmp_path / f / "scale_relu.py") for f in "ab"}
+    assert all(lines[k]["status"] != "invalid_task" and lines[k]["eager_ms"] > 0 for k in good)
+    assert f"they run as {', '.join(k for k in lines if k in good)}" in " ".join(done.stderr.split())
+    reasons = {k: lines[k]["error"] for k in ("not_utf8", "syntax_error", "inputs_raise", "exits_at_import")}
+    assert all(lines[k]["status"] == "invalid_task" for k in reasons), lines
+    assert "not UTF-8" in reasons["not_utf8"] and "not valid Python" in reasons["syntax_error"]
+    assert (
+        "the reference does not run" in reasons["inputs_raise"]
+        and "no inputs here" in reasons["inputs_raise"]
+    )
+    assert "Traceback" not in done.stderr
+
+
+def test_a_half_written_last_line_is_left_out_by_report_and_set_aside_by_resume(tmp_path, env):
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    (tasks / "1_not_a_task.py").write_text((FIXTURES / "tasks" / "not_a_task.py").read_text())
+    (tasks / "2_syntax_error.py").write_text("def broken(:\n")
+    out = tmp_path / "batch"
+    assert _batch(str(tasks), *FAST, "--out", str(out), env=env).returncode == 3
+    whole = (out / "results.jsonl").read_text()
+    first, second = whole.splitlines()
+    (out / "results.jsonl").write_text(first + "\n" + second[: len(second) // 2])  # killed mid-write
+
+    report = subprocess.run(
+        [*CLI[:-1], "report", str(out)], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert report.returncode == 0 and "Traceback" not in report.stderr, report.stderr
+    assert len(report.stderr.strip().splitlines()) == 1 and "partial line" in report.stderr
+    assert "1_not_a_task" in (out / "report.html").read_text()
+
+    done = _batch("--resume", str(out), "--quiet", env=env)
+    assert done.returncode == 3 and "Traceback" not in done.stderr, done.stderr
+    assert "moved to results.jsonl.partial" in done.stderr
+    assert (out / "results.jsonl.partial").read_text() == second[: len(second) // 2] + "\n"
+    assert [x["task"] for x in _lines(out)] == ["1_not_a_task", "2_syntax_error"]
+
+
+def test_resume_refuses_while_a_worker_of_the_killed_batch_still_runs(tmp_path, env):
+    from kforge.agent.batch_lock import LOCK, alive, release, take
+
+    task = (Path(__file__).parent / "fixtures" / "tasks" / "scale_relu.py").read_text()
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    slow = task.replace("import torch\n", "import time\nimport torch\n", 1).replace(
+        "        return torch.relu(", "        time.sleep(2)\n        return torch.relu("
+    )
+    (tasks / "slow_relu.py").write_text(slow)
+    out = tmp_path / "batch"
+    proc = subprocess.Popen([*CLI, str(tasks), *FAST, "--out", str(out)], env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not list(out.glob("runs/*/*/run.json")) and time.monotonic() < deadline:
+            time.sleep(0.2)  # the worker has started the task: it measures the slow reference
+        owners = [o["pid"] for o in json.loads((out / LOCK).read_text())["owners"]]
+        assert owners[0] == proc.pid and len(owners) == 2
+        os.kill(proc.pid, signal.SIGKILL)  # the batch process only: its worker lives on
+        proc.wait()
+        done = _batch("--resume", str(out), "--quiet", env=env)
+        assert done.returncode == 2, done.stderr
+        assert f"is being run by process {owners[1]}" in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1 and not _lines(out)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while alive(owners[1], "") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    take(out)  # every owner is gone: the lock is stale and taken over
+    release(out)
+    assert not (out / LOCK).exists()

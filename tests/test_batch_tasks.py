@@ -60,3 +60,36 @@ def test_bad_input_is_one_line(tmp_path, checkout):
         select([checkout], [9], None, None)
     with pytest.raises(BatchInputError, match="comma-separated integers"):
         parse_ints("1,x", "--tasks")
+
+
+def test_task_files_of_the_same_name_both_run_under_ids_with_their_source_hash(tmp_path):
+    for folder, text in (("a", "x = 1\n"), ("b", "x = 2\n"), ("c", "x = 1\n")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "scale_relu.py").write_text(text)
+    (tmp_path / "other.py").write_text("")
+    notes: list[str] = []
+    paths = [
+        tmp_path / "a",
+        tmp_path / "b",
+        tmp_path / "c",
+        tmp_path / "a" / "scale_relu.py",
+        tmp_path / "other.py",
+    ]
+    entries = select(paths, None, None, None, notes)
+    keys = [e.key for e in entries]
+    assert len(keys) == 3 and keys[2] == "other" and len(set(keys)) == 3
+    assert all(k.startswith("scale_relu@") for k in keys[:2])
+    assert [e.path for e in entries[:2]] == [(tmp_path / f / "scale_relu.py").resolve() for f in "ab"]
+    assert any(f"they run as {keys[0]}, {keys[1]}" in n for n in notes)  # shown to the user
+    assert any("c/scale_relu.py is a copy of" in n for n in notes)  # same name and source: runs once
+    assert [e.key for e in select(paths[:2], None, None, None)] == keys[:2]  # the same ids on resume
+
+
+def test_a_list_file_that_is_not_utf8_or_holds_a_nul_is_one_line_error(tmp_path):
+    listing = tmp_path / "tasks.txt"
+    listing.write_bytes(b"\xff\xfe a.py\n")
+    with pytest.raises(BatchInputError, match="not UTF-8"):
+        select([listing], None, None, None)
+    listing.write_text("a.py\x00/etc/passwd\n")
+    with pytest.raises(BatchInputError, match="NUL byte"):
+        select([listing], None, None, None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import sys
@@ -17,7 +18,7 @@ import pytest
 pytest.importorskip("mcp")
 
 from mcp import ClientSession  # noqa: E402
-from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures"
 IDE_DOC = Path(__file__).parents[1] / "docs" / "ide.md"
@@ -58,7 +59,9 @@ async def connect(root: Path) -> AsyncIterator[ClientSession]:
     """The VS Code registration from docs/ide.md, on the CPU, started by the SDK's stdio client."""
     vscode = next(c["servers"]["kforge"] for c in documented_configs() if "servers" in c)
     args = [a.replace("${workspaceFolder}", str(root)) for a in vscode["args"]] + ["--device", "cpu"]
-    params = StdioServerParameters(command=KFORGE[0], args=[*KFORGE[1:], *args], cwd=root)
+    passed = {k: os.environ[k] for k in ("PYTHONPATH", "KFORGE_CACHE") if k in os.environ}  # this checkout
+    env = get_default_environment() | passed
+    params = StdioServerParameters(command=KFORGE[0], args=[*KFORGE[1:], *args], cwd=root, env=env)
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         yield session
@@ -191,3 +194,81 @@ def test_optimize_reports_progress_is_cancelled_and_resumes(workspace: Path) -> 
         assert resumed[0] == f"{run_id}: resuming scale_relu with embedded", resumed
 
     drive(workspace, body)
+
+
+@pytest.fixture
+def hostile_workspace(workspace: Path) -> Path:
+    """Ways out of the workspace that a batch's inputs can hide, and files that are not text."""
+    outside = workspace.parent / "secret.py"
+    (workspace / "lists").mkdir()
+    (workspace / "lists" / "out.txt").write_text("../scale_relu.py\n../../secret.py\n")
+    (workspace / "lists" / "in.txt").write_text("# inside\n../scale_relu.py\n")
+    (workspace / "lists" / "binary.txt").write_bytes(b"\xff\xfe../scale_relu.py\n")
+    (workspace / "link.py").symlink_to(outside)
+    (workspace / "linked").mkdir()
+    (workspace / "linked" / "a.py").symlink_to(outside)
+    (workspace / "not_utf8.py").write_bytes(b"\xff\xfeclass Model: pass\n")
+    task = (workspace / "scale_relu.py").read_text()
+    (workspace / "exits_at_import.py").write_text("import os\nos._exit(3)\n" + task)
+    return workspace
+
+
+def test_batch_and_evaluate_paths_stay_in_the_workspace_with_one_line_reasons(
+    hostile_workspace: Path,
+) -> None:
+    async def refused(session: ClientSession, name: str, arguments: dict[str, Any], message: str) -> None:
+        result = await session.call_tool(name, arguments)
+        said = text(result).strip()
+        assert result.is_error and message in said, (name, arguments, said)
+        assert "\n" not in said, said  # a crash would say only "Error executing tool NAME"
+
+    async def body(session: ClientSession) -> None:
+        for paths in (["lists/out.txt"], ["link.py"], ["linked"], [".", "lists/out.txt"]):
+            await refused(session, "batch_start", {"paths": paths}, "outside the workspace")
+        await refused(session, "batch_start", {"paths": ["lists/binary.txt"]}, "not UTF-8")
+        await refused(session, "batch_start", {"paths": ["scale\x00relu.py"]}, "NUL byte")
+        candidate = "candidates/segfault.py"
+        await refused(session, "evaluate", {"task": "scale_relu\x00.py", "candidate": candidate}, "NUL byte")
+        await refused(session, "evaluate", {"task": "not_utf8.py", "candidate": candidate}, "not UTF-8")
+        await refused(session, "evaluate", {"task": "scale_relu.py", "candidate": "not_utf8.py"}, "not UTF-8")
+        await refused(
+            session, "evaluate", {"task": "link.py", "candidate": candidate}, "outside the workspace"
+        )
+        source = "import torch\nx = '\x00'\n"
+        await refused(session, "evaluate", {"task": source, "candidate": candidate}, "NUL byte")
+        await refused(session, "optimize", {"task": "not_utf8.py", "wait": False}, "not UTF-8")
+        exits = {"task": "exits_at_import.py", "candidate": candidate, "trials": 2, "timing_trials": 3}
+        killed = await session.call_tool("evaluate", exits)  # its code runs in the worker only
+        assert killed.structured_content["status"] == "runtime_error", text(killed)
+        assert (await session.call_tool("hardware", {})).is_error is False  # the server lives on
+        started = await session.call_tool("batch_start", {"paths": ["lists/in.txt"], "rounds": 1})
+        assert not started.is_error, text(started)
+        folder = Path(started.structured_content["folder"])
+        assert (folder / "tasks.txt").read_text() == f"{hostile_workspace / 'scale_relu.py'}\n"
+
+    drive(hostile_workspace, body)
+
+
+def test_a_child_log_is_read_from_its_end_however_large(tmp_path: Path) -> None:
+    """A run whose task printed without end: the server reads the log's tail, not the log."""
+    import tracemalloc
+    from types import SimpleNamespace
+
+    from kforge.agent.mcp.runs import Runs
+    from kforge.agent.mcp.workspace import Workspace
+
+    log = tmp_path / "child.log"
+    with log.open("wb") as fh:
+        fh.truncate(64 * 2**20)  # 64 MiB of printed output (sparse: no disk used)
+        fh.seek(0, 2)
+        fh.write(b"\nValueError: the last line says why\n")
+    runs = Runs(Workspace(root=tmp_path, out=tmp_path / "out", device="cpu"))
+    runs.children["run-1"] = (SimpleNamespace(poll=lambda: 1), log)  # type: ignore[assignment]
+    tracemalloc.start()
+    try:
+        tail = runs.log_tail("run-1")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert tail == "ValueError: the last line says why"
+    assert peak < 2**20, f"{peak / 2**20:.1f} MiB read for one line"

@@ -8,13 +8,18 @@ import json
 import shutil
 import sqlite3
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from kforge.agent.cli import app
 from kforge.agent.policy.parse import to_proposal
+from kforge.agent.settings import RunSettings
+from kforge.agent.store import AttemptRecord, Store
 from kforge.agent.train.export import export, split_tasks
 from kforge.agent.train.reward import REJECTED, reward_of
 from kforge.agent.train.samples import load_samples
+from kforge.tools.result import Result, Status, Timing
+from kforge.tools.task import Task
 from typer.testing import CliRunner
 
 
@@ -108,3 +113,63 @@ def test_export_command_writes_the_dataset_and_fails_clearly(tmp_path, train_run
     assert (tmp_path / "g" / "card.json").is_file()
     bad = runner.invoke(app, ["export", "nonsense", str(train_runs), "--out", str(tmp_path / "x")])
     assert bad.exit_code == 2 and "one of sft, pairs, groups" in bad.output
+
+
+def _timed(status: Status, speedup: float) -> Result:
+    def timing(ms: float) -> Timing:
+        return Timing(median_ms=ms, min_ms=ms, max_ms=ms, iqr_ms=0.0, trials=3)
+
+    return Result(status=status, device="cpu", candidate=timing(1.0), eager=timing(speedup))
+
+
+CHEAT = "class ModelNew:  # caches its output\n    pass\n"
+
+
+def _store(folder: Path, run_id: str, attempts: list[tuple[str, int, str, Result]]) -> Store:
+    """A run of the scale_relu fixture task with the given (id, round, source, result) attempts."""
+    folder.mkdir(parents=True)
+    store = Store(folder / "trajectories.db")
+    path = Path(__file__).parent / "fixtures" / "tasks" / "scale_relu.py"
+    task = Task(name="scale_relu", path=path, source=path.read_text())
+    store.start_run(run_id, task, policy="embedded", model=None, settings={"device": "cpu"})
+    for index, (attempt_id, round_, source, result) in enumerate(attempts):
+        store.add_attempt(run_id, task.hash, AttemptRecord(attempt_id, round_, index, source, f"s{index}"))
+        store.add_result(run_id, attempt_id, result)
+    store.finish_run(run_id, "finished", "all rounds done")
+    return store
+
+
+def test_a_cheat_copied_into_another_run_or_an_unconfirmed_best_is_never_a_target(tmp_path, monkeypatch):
+    from kforge.agent import batch
+
+    # Run A rejected CHEAT. Run B (another store) saw the same source pass, twice; its best
+    # (r2-c0) then failed the batch's confirmation, which the batch records in B's store.
+    _store(
+        tmp_path / "a", "run-a", [("r1-c0", 1, CHEAT, Result(status=Status.REJECTED, device="cpu"))]
+    ).close()
+    honest = [f"class ModelNew:\n    version = {i}\n" for i in range(4)]
+    b = _store(tmp_path / "b", "run-b", [
+        ("r1-c0", 1, CHEAT, _timed(Status.OK, 2.0)), ("r1-c1", 1, honest[0], _timed(Status.OK, 1.5)),
+        ("r2-c0", 2, honest[1], _timed(Status.OK, 3.0)), ("r2-c1", 2, honest[2], _timed(Status.OK, 1.2)),
+        ("r2-c2", 2, CHEAT, _timed(Status.OK, 2.5)), ("r2-c3", 2, honest[3], Result(status=Status.INCORRECT)),
+    ])  # fmt: skip
+    monkeypatch.setattr(batch, "_confirm", lambda *args: Result(status=Status.INCORRECT, device="cpu"))
+    summary = SimpleNamespace(run_dir=tmp_path / "b", run_id="run-b", reason="done", best_attempt_id="r2-c0",
+                              best_path=None)  # fmt: skip
+    settings = RunSettings(device="cpu")
+    options = batch.BatchOptions(out=tmp_path, settings=settings)
+    line = batch._outcome(Task("scale_relu", Path("t.py"), ""), summary, settings, options)
+    assert line["status"] == "unconfirmed"
+    assert b.confirmations("run-b")["r2-c0"].status is Status.INCORRECT  # recorded as such
+    b.close()
+
+    samples = load_samples([tmp_path / "a", tmp_path / "b"])
+    answers = {(s.run_id, s.attempt_id): s.answer for s in samples}
+    banned = {answers[("run-b", i)] for i in ("r1-c0", "r2-c0", "r2-c2")}
+    sft = rows(export("sft", samples, tmp_path / "sft", test_fraction=0.0, min_speedup=0.0), "train")
+    assert {r["attempt"] for r in sft} == {"run-b/r1-c1", "run-b/r2-c1"}
+    groups = rows(export("groups", samples, tmp_path / "groups", test_fraction=0.0), "train")
+    members = [c["completion"][0]["content"] for g in groups for c in g["candidates"]]
+    assert members == [answers[("run-b", "r2-c1")], answers[("run-b", "r2-c3")]]  # a wrong one has its reward
+    pairs = rows(export("pairs", samples, tmp_path / "pairs", test_fraction=0.0), "train")
+    assert pairs and not {p["chosen"][0]["content"] for p in pairs} & banned

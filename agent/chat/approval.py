@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from ..run import InterruptHandler, RunStopped
 
@@ -66,7 +67,7 @@ def _choice(console: Console, payload: dict[str, Any]) -> str:
     for row in rows[:SHOWN]:
         speed, ms = row["speedup_vs_eager"], row["candidate_ms"]
         table.add_row(
-            row["attempt_id"], row["strategy"], row["status"],
+            Text(row["attempt_id"]), Text(row["strategy"]), Text(row["status"]),
             f"{speed:.2f}x" if speed is not None else "-", f"{ms:.4g}" if ms is not None else "-",
         )  # fmt: skip
     console.print(table)
@@ -84,4 +85,4 @@ def _choice(console: Console, payload: dict[str, Any]) -> str:
             raise RunStopped("no attempt chosen")
         if reply in ids:
             return reply
-        console.print(f"no attempt {reply!r} to build on: answer one of {', '.join(ids[:SHOWN])}")
+        console.print(Text(f"no attempt {reply!r} to build on: answer one of {', '.join(ids[:SHOWN])}"))

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import openai
+from rich.text import Text
 
 from ..policy.llm import EndpointError, EndpointUnreachable
 from ..settings import RunSettings
@@ -128,7 +129,7 @@ class Assistant:
     def _call(self, call: dict[str, Any]) -> str:
         name = call["function"]["name"]
         console = self.session.console
-        console.print(f"[dim]tool {name}({call['function']['arguments']})[/]", highlight=False)
+        console.print(Text(f"tool {name}({call['function']['arguments']})", style="dim"), highlight=False)
         handler = HANDLERS.get(name)
         if handler is None:
             return f"error: no tool named {name}"

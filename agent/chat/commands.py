@@ -14,6 +14,7 @@ from rich.markdown import Markdown
 from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
+from rich.text import Text
 
 from ...tools.precision import PRECISIONS
 from ...tools.result import Result
@@ -50,7 +51,9 @@ def task_cmd(s: Session, arg: str) -> None:
     if not path.is_file():
         raise ChatError(f"{path}: no such file")
     task = s.load(path)
-    s.console.print(f"loaded [bold]{task.name}[/] -> {s.run_dir} (/run to start, /plan after)")
+    s.console.print(
+        f"loaded [bold]{escape(task.name)}[/] -> {escape(str(s.run_dir))} (/run to start, /plan after)"
+    )
 
 
 def plan_cmd(s: Session, arg: str) -> None:
@@ -68,7 +71,7 @@ def run_cmd(s: Session, arg: str) -> None:
         s.console.print("[yellow]stopped[/]: /run continues where it stopped, /attempts shows what landed")
         return
     if summary.status == "failed":
-        s.console.print(f"[red]error:[/] {summary.reason} (/run to retry)")
+        s.console.print(f"[red]error:[/] {escape(summary.reason)} (/run to retry)")
 
 
 def stop_cmd(s: Session, arg: str) -> None:
@@ -80,7 +83,7 @@ def pick_cmd(s: Session, arg: str) -> None:
     """/pick ID: the next round builds on this attempt instead of the best (an LLM gets its code, the embedded policy tunes its strategy)."""
     attempt_id = _one(arg, "/pick ID (see /attempts)")
     s.pick(attempt_id)
-    s.console.print(f"the next round builds on {attempt_id} (/run to start it)")
+    s.console.print(f"the next round builds on {escape(attempt_id)} (/run to start it)")
 
 
 def choose_cmd(s: Session, arg: str) -> None:
@@ -100,7 +103,7 @@ def attempts_cmd(s: Session, arg: str) -> None:
         speed = f"{r.speedup_vs_eager:.2f}x" if r and r.speedup_vs_eager is not None else "-"
         ms = f"{r.candidate_ms:.4g}" if r and r.candidate_ms is not None else "-"
         status = r.status.value if r else "not evaluated"
-        table.add_row(step.attempt.attempt_id, step.attempt.strategy, status, speed, ms)
+        table.add_row(Text(step.attempt.attempt_id), Text(step.attempt.strategy), Text(status), speed, ms)
     s.console.print(table if table.rows else "no attempts yet: /run first")
 
 
@@ -127,7 +130,7 @@ def diff_cmd(s: Session, arg: str) -> None:
         raise ChatError("usage: /diff A B (attempt ids from /attempts, or task)")
     a, b = (s.source(i).splitlines(keepends=True) for i in ids)
     text = "".join(difflib.unified_diff(a, b, fromfile=ids[0], tofile=ids[1]))
-    s.console.print(Syntax(text, "diff") if text else f"{ids[0]} and {ids[1]} are the same")
+    s.console.print(Syntax(text, "diff") if text else Text(f"{ids[0]} and {ids[1]} are the same"))
 
 
 def profile_cmd(s: Session, arg: str) -> None:
@@ -135,7 +138,7 @@ def profile_cmd(s: Session, arg: str) -> None:
     attempt_id = _one(arg, "/profile ID")
     result = _result_of(s, attempt_id)
     roofline = dataclasses.asdict(result.roofline) if result.roofline else None
-    s.console.print(json.dumps(result.headline() | {"roofline": roofline, "ncu": result.ncu}, indent=2))
+    s.console.print(Text(json.dumps(result.headline() | {"roofline": roofline, "ncu": result.ncu}, indent=2)))
     if result.roofline is None:
         s.console.print("no roofline figures (measured on the CPU, or the task's FLOPs are unknown)")
     if result.ncu is None:
@@ -149,7 +152,7 @@ def eval_cmd(s: Session, arg: str) -> None:
     attempt_id = step.attempt.attempt_id
     if step.result is not None:
         s.console.print(result_table(s.task.name if s.task else "", attempt_id, step.result))
-    s.console.print(f"recorded as {attempt_id} (/attempts, /pick {attempt_id})")
+    s.console.print(Text(f"recorded as {attempt_id} (/attempts, /pick {attempt_id})"))
 
 
 def search_cmd(s: Session, arg: str) -> None:
@@ -160,7 +163,7 @@ def search_cmd(s: Session, arg: str) -> None:
     for hit in hits:
         first = next((ln for ln in hit.text.splitlines()[1:] if ln.strip()), "")
         s.console.print(
-            f"[bold]{escape(hit.id)}[/]  [dim]{hit.kind} score {hit.score:.3f}[/]\n  {escape(first[:160])}"
+            f"[bold]{escape(hit.id)}[/]  [dim]{escape(hit.kind)} score {hit.score:.3f}[/]\n  {escape(first[:160])}"
         )
     if not hits:
         s.console.print("no results")
@@ -174,7 +177,7 @@ def hw_cmd(s: Session, arg: str) -> None:
     if spec is None:
         s.console.print("device: cpu (timed by wall clock)")
         return
-    s.console.print(json.dumps(dataclasses.asdict(spec), indent=2, default=str))
+    s.console.print(Text(json.dumps(dataclasses.asdict(spec), indent=2, default=str)))
 
 
 def model_cmd(s: Session, arg: str) -> None:
@@ -182,7 +185,7 @@ def model_cmd(s: Session, arg: str) -> None:
     if arg.strip():
         s.settings = s.settings.replace(model=arg.strip())
     where = s.settings.base_url or ("the default OpenAI endpoint" if s.settings.api_key else "none")
-    s.console.print(f"model {s.settings.model or '-'} at {where}")
+    s.console.print(Text(f"model {s.settings.model or '-'} at {where}"))
 
 
 def precision_cmd(s: Session, arg: str) -> None:
@@ -200,7 +203,7 @@ def save_cmd(s: Session, arg: str) -> None:
     best = s.best()
     path.write_text(best.attempt.source)
     speed = best.result.speedup_vs_eager if best.result else None
-    s.console.print(f"saved {best.attempt.attempt_id} ({speed or 0:.2f}x vs eager) to {path}")
+    s.console.print(Text(f"saved {best.attempt.attempt_id} ({speed or 0:.2f}x vs eager) to {path}"))
 
 
 def report_cmd(s: Session, arg: str) -> None:

@@ -101,4 +101,6 @@ class StopListener:
             self.console.print("stopping the round ...", highlight=False)
         elif line and line != "/stop":
             self.typed.append(line)
-            self.console.print(f"{line!r} runs when the round is over (/stop stops it)", highlight=False)
+            self.console.print(
+                f"{line!r} runs when the round is over (/stop stops it)", highlight=False, markup=False
+            )

@@ -54,13 +54,16 @@ def batch_command(
     out: Annotated[Path | None, typer.Option(help="batch folder (default kforge-batch)")] = None,
     resume: Annotated[Path | None, typer.Option(help="continue the batch in this folder")] = None,
     ray: Annotated[
-        str | None, typer.Option(help="run on a Ray cluster: auto or its address (pip install 'kforge[ray]')")
+        str | None,
+        typer.Option(help="run on a Ray cluster: auto or its address (pip install 'kforge\\[ray]')"),
     ] = None,
     config: Annotated[Path | None, typer.Option(help="TOML config (LLM endpoint for --policy llm)")] = None,
     quiet: Annotated[bool, typer.Option(help="no progress bar")] = False,
 ) -> None:
-    """Optimize every selected task; results.jsonl, summary.md and summary.json go in the batch folder."""
-    from ..batch_summary import write_summary
+    """Optimize every selected task; results.jsonl, summary.md and summary.json go in the batch folder.
+
+    Exit code 0 when every task ran, 3 when some task files were invalid (their results.jsonl
+    lines say why: status invalid_task), 2 on bad input or while another process runs the folder."""
     from ..batch_tasks import BATCH_META, BatchInputError, parse_ints, select
     from ..settings import SettingsError, resolve
 
@@ -91,35 +94,57 @@ def batch_command(
         if policy == "llm" and not settings.endpoint_configured:
             raise BatchInputError("--policy llm needs an endpoint: set OPENAI_BASE_URL or a config file")
         gpu_list = [] if ray else _gpus(gpus, device)
+        notes: list[str] = []
         entries = select(
             [Path(p) for p in selection["paths"]],
             parse_ints(selection["level"], "--level"),
             parse_ints(selection["tasks"], "--tasks"),
             selection["limit"],
+            notes,
         )
     except (BatchInputError, SettingsError, ValueError, KeyError) as err:
         raise _fail(console, str(err)) from None
     from ..batch import BatchOptions  # the engine (torch): after the input is checked
+    from ..batch_lock import check_free
 
     folder = resume or out or Path("kforge-batch")
+    try:
+        check_free(folder)  # run_batch takes the lock; this says it before anything starts
+    except BatchInputError as err:
+        raise _fail(console, str(err)) from None
     options = BatchOptions(
         out=folder, settings=settings, policy=policy, gpus=gpu_list, confirm=confirm, selection=selection,
         families=tuple(f.strip() for f in strategies.split(",") if f.strip()) if strategies else None, trials=trials,
         max_time_s=max_time, ray=ray,
     )  # fmt: skip
     workers = f"Ray cluster {ray}" if ray else f"{len(gpu_list) if device == 'cuda' else 1} worker(s)"
-    console.print(f"{len(entries)} tasks, {workers} -> {folder}")
+    for note in notes:
+        console.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
+    console.print(f"{len(entries)} tasks, {escape(workers)} -> {escape(str(folder))}", soft_wrap=True)
     _run(entries, options, console, quiet)
-    groups = write_summary(folder, {"policy": policy, "device": device, "precision": precision})
-    overall = groups["overall"]
+    _finish(folder, {"policy": policy, "device": device, "precision": precision}, console)
+
+
+def _finish(folder: Path, meta: dict[str, str], console: Console) -> None:
+    """The summary, the report, and the exit code (3 when some task files were invalid)."""
+    from ..batch_summary import write_summary
+    from ..report_html import write_report
+
+    overall = write_summary(folder, meta)["overall"]
     console.print(
         f"correct {overall['correct']}/{overall['valid_tasks']}, geomean vs eager "
         f"{overall['geomean_vs_eager'] or 0:.3f}x, vs torch.compile {overall['geomean_vs_compile'] or 0:.3f}x"
     )
-    from ..report_html import write_report
-
-    console.print(f"report: {write_report(folder)}")
+    console.print(f"report: {escape(str(write_report(folder)))}")
     typer.echo(str(folder / "summary.md"))
+    if overall["invalid_tasks"]:
+        console.print(
+            f"[yellow]{overall['invalid_tasks']} task file(s) invalid[/]: status invalid_task in results.jsonl"
+            " says why (exit code 3)",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(3)
 
 
 def _gpus(text: str | None, device: str) -> list[int]:

@@ -58,11 +58,12 @@ def chat_command(
         if run_dir is not None:
             session.reopen(run_dir)
             replay_screen(session)
-            console.print(f"resumed {session.run_id}: /run continues where it stopped")
+            console.print(f"resumed {escape(session.run_id or '')}: /run continues where it stopped")
         elif task is not None:
             session.load(task)
             console.print(
-                f"loaded [bold]{session.task.name if session.task else task}[/] -> {session.run_dir}"
+                f"loaded [bold]{escape(session.task.name if session.task else str(task))}[/]"
+                f" -> {escape(str(session.run_dir))}"
             )
     except (SetupError, SettingsError, TaskError, ChatError) as err:
         console.print(f"[red]error:[/] {escape(str(err))}", soft_wrap=True)

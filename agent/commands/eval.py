@@ -11,7 +11,9 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from ...tools.precision import PRECISIONS
 from ...tools.result import Result
@@ -21,7 +23,7 @@ from ...tools.result import Result
 
 
 def bad_input(message: str) -> typer.Exit:
-    Console(stderr=True).print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    Console(stderr=True).print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(2)
 
 
@@ -86,7 +88,7 @@ def register(app: typer.Typer) -> None:
         )
         console = Console(stderr=True)
         try:
-            with console.status(f"evaluating {candidate_path.name} on {resolved}", spinner="dots"):
+            with console.status(f"evaluating {escape(candidate_path.name)} on {resolved}", spinner="dots"):
                 result = evaluate(task, candidate_path.read_text(), options)
         except EvalError as err:
             raise bad_input(str(err)) from None
@@ -107,7 +109,9 @@ def register(app: typer.Typer) -> None:
         if gpu is None:
             typer.echo("no CUDA GPU detected (kforge can still verify on the CPU with --device cpu)")
             return
-        table = Table(title=f"{gpu.name} ({gpu.canonical or 'not in the spec table'})", show_header=False)
+        table = Table(
+            title=Text(f"{gpu.name} ({gpu.canonical or 'not in the spec table'})"), show_header=False
+        )
         table.add_row("compute capability", f"{gpu.compute_capability} ({gpu.arch})")
         table.add_row("SMs", str(gpu.sms))
         table.add_row("L2", f"{gpu.l2_bytes / 2**20:.0f} MiB")
@@ -127,43 +131,50 @@ def _x(value: float | None) -> str:
 
 
 def result_table(task_name: str, candidate_name: str, result: Result) -> Table:
+    """The result as a two-column table. Every value is plain ``Text``: names, cheats, notes and
+    logs come from the task, the candidate or its worker and are never read as rich markup."""
     colour = {"ok": "green", "rejected": "red", "incorrect": "red"}.get(result.status.value, "yellow")
-    table = Table(title=f"{candidate_name} on {task_name}", show_header=False)
-    table.add_row("status", f"[{colour}]{result.status.value}[/{colour}]")
-    table.add_row("backend / precision", f"{result.backend} / {result.precision}")
+    table = Table(title=Text(f"{candidate_name} on {task_name}"), show_header=False)
+    table.add_row("status", Text(result.status.value, style=colour))
+    for label, value in _result_rows(result):
+        table.add_row(label, Text(value))
+    return table
+
+
+def _result_rows(result: Result) -> list[tuple[str, str]]:
+    rows = [("backend / precision", f"{result.backend} / {result.precision}")]
     if result.cheats:
-        table.add_row("cheats", "\n".join(result.cheats))
+        rows.append(("cheats", "\n".join(result.cheats)))
     if result.trials:
-        table.add_row("correct", f"{result.correct} over {result.trials} trials")
-        table.add_row("max abs / rel error", f"{result.max_abs_err:.2e} / {result.max_rel_err:.2e}")
+        rows.append(("correct", f"{result.correct} over {result.trials} trials"))
+        rows.append(("max abs / rel error", f"{result.max_abs_err:.2e} / {result.max_rel_err:.2e}"))
     if result.fp64_rel_err is not None:
-        table.add_row(
-            "error vs float64 (candidate / reference)",
-            f"{result.fp64_rel_err:.2e} / {result.ref_fp64_rel_err or 0:.2e}",
+        rows.append(
+            (
+                "error vs float64 (candidate / reference)",
+                f"{result.fp64_rel_err:.2e} / {result.ref_fp64_rel_err or 0:.2e}",
+            )
         )
     if result.candidate:
         spread = f" (IQR {result.candidate.spread:.1%}, {result.candidate.trials} runs)"
-        table.add_row("candidate", _ms(result.candidate_ms) + spread)
-        table.add_row("eager", _ms(result.eager_ms))
-        table.add_row("torch.compile", _ms(result.compile_ms))
-        table.add_row(
-            "speedup vs eager / compile", f"{_x(result.speedup_vs_eager)} / {_x(result.speedup_vs_compile)}"
+        rows.append(("candidate", _ms(result.candidate_ms) + spread))
+        rows.append(("eager", _ms(result.eager_ms)))
+        rows.append(("torch.compile", _ms(result.compile_ms)))
+        rows.append(
+            ("speedup vs eager / compile", f"{_x(result.speedup_vs_eager)} / {_x(result.speedup_vs_compile)}")
         )
-        table.add_row("timing", result.timing_label)
+        rows.append(("timing", result.timing_label))
     if result.roofline:
-        roof = result.roofline
-        fraction = result.roofline_fraction
-        table.add_row(
-            "roofline",
-            f"{roof.bound}-bound, floor {_ms(roof.floor_ms)} on {roof.gpu or 'unknown GPU'}"
-            + (f", at {fraction:.0%} of it" if fraction is not None else ""),
+        roof, fraction = result.roofline, result.roofline_fraction
+        at = f", at {fraction:.0%} of it" if fraction is not None else ""
+        rows.append(
+            ("roofline", f"{roof.bound}-bound, floor {_ms(roof.floor_ms)} on {roof.gpu or 'unknown GPU'}{at}")
         )
-    for flag in result.flags:
-        table.add_row("note", flag)
+    rows += [("note", flag) for flag in result.flags]
     if result.ncu:
-        table.add_row("ncu", json.dumps(result.ncu))
+        rows.append(("ncu", json.dumps(result.ncu)))
     if result.sanitizer:
-        table.add_row("compute-sanitizer", json.dumps(result.sanitizer))
+        rows.append(("compute-sanitizer", json.dumps(result.sanitizer)))
     if result.status.value != "ok" and result.log:
-        table.add_row("log", result.log[-1500:])
-    return table
+        rows.append(("log", result.log[-1500:]))
+    return rows

@@ -36,7 +36,7 @@ def export_command(
 
     console = Console(stderr=True)
     if kind not in KINDS:
-        console.print(f"[red]error:[/] unknown dataset kind {kind!r}: one of {', '.join(KINDS)}")
+        console.print(f"[red]error:[/] unknown dataset kind {escape(repr(kind))}: one of {', '.join(KINDS)}")
         raise typer.Exit(2)
     try:
         samples = load_samples(runs)

@@ -99,7 +99,7 @@ def optimize_command(
     if summary.status != "finished":
         if quiet:  # otherwise the progress renderer has said it
             console.print(
-                f"[red]error:[/] {escape(summary.reason)} (resume with --resume {summary.run_dir})",
+                f"[red]error:[/] {escape(summary.reason)} (resume with --resume {escape(str(summary.run_dir))})",
                 soft_wrap=True,
             )
         raise typer.Exit(1)

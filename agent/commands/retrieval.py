@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 if TYPE_CHECKING:
@@ -16,12 +17,12 @@ if TYPE_CHECKING:
 KINDS = ("hardware", "guide", "kernel")
 StoreOpt = Annotated[
     Path | None,
-    typer.Option("--store", help="Store folder [default: $KFORGE_CACHE/store or ~/.cache/kforge/store]"),
+    typer.Option("--store", help="Store folder \\[default: $KFORGE_CACHE/store or ~/.cache/kforge/store]"),
 ]
 ModelOpt = Annotated[
     Path | None,
     typer.Option(
-        "--model", help="Local sentence-transformers model folder [default: bundled all-MiniLM-L6-v2]"
+        "--model", help="Local sentence-transformers model folder \\[default: bundled all-MiniLM-L6-v2]"
     ),
 ]
 err = Console(stderr=True)
@@ -33,10 +34,10 @@ def _open(store_path: Path | None, model: Path | None) -> Store:
     try:
         store = Store(store_path, Embedder(model))
     except RetrievalError as error:
-        err.print(f"[red]kforge:[/red] {error}")
+        err.print(f"[red]kforge:[/red] {escape(str(error))}")
         raise typer.Exit(1) from error
     for notice in store.notices:
-        err.print(f"[yellow]kforge:[/yellow] {notice}")
+        err.print(f"[yellow]kforge:[/yellow] {escape(notice)}")
     return store
 
 
@@ -47,7 +48,7 @@ def _index(store: Store, quiet: bool = False) -> None:
     try:
         chunks = corpus_chunks(load_documents())
     except RetrievalError as error:
-        err.print(f"[red]kforge:[/red] {error}")
+        err.print(f"[red]kforge:[/red] {escape(str(error))}")
         raise typer.Exit(1) from error
     columns = (TextColumn("embedding"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err, transient=quiet) as bar:
@@ -57,7 +58,7 @@ def _index(store: Store, quiet: bool = False) -> None:
         )
     if not quiet:
         err.print(
-            f"{report.total} chunks in {store.path}: {report.embedded} embedded, "
+            f"{report.total} chunks in {escape(str(store.path))}: {report.embedded} embedded, "
             f"{report.unchanged} unchanged, {report.deleted} deleted ({report.seconds:.1f} s)"
         )
 
@@ -72,7 +73,7 @@ def index(
     """Build or update the retrieval store from the shipped corpus (only changed chunks are embedded)."""
     store = _open(store_path, model)
     if rebuild:
-        err.print(f"kforge: rebuilding the store at {store.path}")
+        err.print(f"kforge: rebuilding the store at {escape(str(store.path))}")
         store.rebuild()
     _index(store)
 
@@ -115,7 +116,7 @@ def _print_hits(hits: list[Any]) -> None:
         out.print("no results")
     for hit in hits:
         first = next((ln for ln in hit.text.splitlines()[1:] if ln.strip()), "")
-        out.print(f"[bold]{hit.id}[/bold]  [dim]{hit.kind}  score {hit.score:.3f}[/dim]")
+        out.print(f"[bold]{escape(hit.id)}[/bold]  [dim]{escape(hit.kind)}  score {hit.score:.3f}[/dim]")
         out.print(f"  {first[:160]}", markup=False, highlight=False)
 
 

@@ -67,7 +67,7 @@ def ranker_command(
     )
     model.save(out)
     for family, count in sorted(model.counts.items()):
-        console.print(f"{family}: {count} examples")
+        console.print(f"{escape(family)}: {count} examples", highlight=False)
     typer.echo(str(out))
 
 

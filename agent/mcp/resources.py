@@ -54,7 +54,7 @@ def register(server: MCPServer, runs: Runs) -> None:
     def run_report(run_id: str) -> str:
         """A run's report: every attempt with its result, and the analyses."""
         folder = runs.runs_dir / run_id
-        if not (folder / "trajectories.db").is_file():
+        if Path(run_id).name != run_id or not (folder / "trajectories.db").is_file():
             raise ResourceError(f"no run {run_id}")
         return render_report(Store(folder / "trajectories.db"), run_id)
 
@@ -62,7 +62,7 @@ def register(server: MCPServer, runs: Runs) -> None:
     def run_best(run_id: str) -> str:
         """A finished run's best.py: its fastest verified candidate."""
         best = runs.runs_dir / run_id / "best.py"
-        if not best.is_file():
+        if Path(run_id).name != run_id or not best.is_file():
             raise ResourceError(f"run {run_id} has no best.py (not finished, or nothing verified)")
         return best.read_text()
 

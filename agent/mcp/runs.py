@@ -23,6 +23,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from rich.text import Text
 
 from ..events import Event, RichRenderer
+from ..logs import last_line
 from .workspace import Workspace
 
 CLI = [sys.executable, "-c", "from kforge.agent.cli import main; main()"]
@@ -74,9 +75,9 @@ class Runs:
         return child is not None and child[0].poll() is None
 
     def log_tail(self, key: str) -> str:
+        """The last line of the child's log (read from its end: the log can be huge)."""
         child = self.children.get(key)
-        lines = child[1].read_text(errors="replace").strip().splitlines() if child else []
-        return lines[-1] if lines else ""
+        return last_line(child[1]) if child else ""
 
     def run_folder(self, run_id: str) -> Path:
         if not run_id or Path(run_id).name != run_id:
@@ -107,10 +108,7 @@ class Runs:
                 self.children[new[0]] = (process, log)
                 return new[0]
             if process.poll() is not None:
-                lines = log.read_text(errors="replace").strip().splitlines()
-                raise ToolError(
-                    lines[-1] if lines else f"kforge optimize exited with code {process.returncode}"
-                )
+                raise ToolError(last_line(log) or f"kforge optimize exited with code {process.returncode}")
             await anyio.sleep(0.2)
         self.stop_process(process)
         raise ToolError(f"the run did not start within {START_TIMEOUT_S:.0f} s (log: {log})")
@@ -174,13 +172,17 @@ class Runs:
             status["log_tail"] = self.log_tail(run_id)
         return status
 
-    def start_batch(self, paths: list[Path], flags: list[str]) -> str:
+    def start_batch(self, tasks: list[Path], flags: list[str]) -> str:
+        """Start ``kforge batch`` over exactly these task files (checked by the workspace): they
+        go to the child in a list file the server writes, never re-read from the caller's."""
         batch_id = f"batch-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
         folder = self.batches_dir / batch_id
-        folder.parent.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(parents=True)
+        listing = folder / "tasks.txt"
+        listing.write_text("".join(f"{path}\n" for path in tasks))
         args = [
             "batch",
-            *map(str, paths),
+            str(listing),
             "--out",
             str(folder),
             "--device",

@@ -74,7 +74,7 @@ def register(server: MCPServer, ws: Workspace, runs: Runs) -> None:
             cache_dir=ws.out / "cache",
         )  # fmt: skip
         try:
-            loaded = load_task(task_path)
+            loaded = load_task(task_path, check_import=False)  # the task's code runs in the worker only
             result = await anyio.to_thread.run_sync(evaluate, loaded, candidate_path.read_text(), options)
         except (TaskError, EvalError) as err:
             raise ToolError(str(err).strip().splitlines()[0]) from None
@@ -169,17 +169,18 @@ def register(server: MCPServer, ws: Workspace, runs: Runs) -> None:
         timing_trials: int | None = None,
         limit: int | None = None,
     ) -> dict[str, Any]:
-        """Optimize many tasks in the background: paths are task files, task folders or a
-        KernelBench checkout in the workspace. Returns the batch id for batch_status."""
+        """Optimize many tasks in the background: paths are task files, task folders, list
+        files or a KernelBench checkout in the workspace; every task file they select must lie
+        in the workspace too. Returns the batch's status (its id for batch_status) and notes
+        on task ids (task files of the same name run as name@source-hash)."""
         if not paths:
             raise ToolError("give at least one task path")
-        resolved = [ws.path(p) for p in paths]
-        missing = [p for p, r in zip(paths, resolved, strict=True) if not r.exists()]
-        if missing:
-            raise ToolError(f"{missing[0]}: no such file or folder in the workspace {ws.root}")
         flags = _positive("rounds", rounds) + _positive("candidates", candidates)
-        flags += _positive("timing_trials", timing_trials) + _positive("limit", limit)
-        return runs.batch_status(runs.start_batch(resolved, flags))
+        flags += _positive("timing_trials", timing_trials)
+        _positive("limit", limit)  # applied here, to the tasks the server checked
+        entries, notes = ws.batch_tasks(paths, limit)
+        batch_id = runs.start_batch([entry.path for entry in entries], flags)
+        return runs.batch_status(batch_id) | {"notes": notes}
 
     @server.tool()
     def batch_status(batch_id: str) -> dict[str, Any]:

@@ -10,7 +10,10 @@
   ``task_source`` let GRPO's reward evaluate new answers to the same prompt.
 
 Rejected (cheating) attempts are never a target (``completion``, ``chosen`` or a group's
-candidate). Tasks are split whole into train and test; duplicates are removed.
+candidate), and neither is any attempt whose source is the same (same source hash) as one
+rejected in any run of the exported stores, nor a best that failed the batch's confirmation
+(measured again on new inputs). Tasks are split whole into train and test; duplicates are
+removed.
 """
 
 from __future__ import annotations
@@ -39,6 +42,22 @@ def _speedup(sample: Sample) -> float | None:
     return sample.result.speedup_vs_eager if sample.result.status is Status.OK else None
 
 
+def cheat_hashes(samples: list[Sample]) -> set[str]:
+    """The source hashes of every candidate rejected as a cheat, in its evaluation or in the
+    batch's confirmation, in any of the samples' runs."""
+    return {
+        s.source_hash
+        for s in samples
+        if s.result.status is Status.REJECTED or s.confirmation is Status.REJECTED
+    }
+
+
+def trusted(samples: list[Sample]) -> list[Sample]:
+    """The samples that may be a target: not a cheat's source, not a failed confirmation."""
+    cheats = cheat_hashes(samples)
+    return [s for s in samples if s.source_hash not in cheats and s.confirmation in (None, Status.OK)]
+
+
 def sft_records(samples: list[Sample], min_speedup: float = 1.0) -> list[Record]:
     return [
         {
@@ -48,7 +67,7 @@ def sft_records(samples: list[Sample], min_speedup: float = 1.0) -> list[Record]
             "speedup": _speedup(s),
             "attempt": f"{s.run_id}/{s.attempt_id}",
         }
-        for s in samples
+        for s in trusted(samples)
         if _verified_at_least(s, min_speedup)
     ]
 
@@ -76,8 +95,9 @@ def _prefers(good: Sample, bad: Sample, margin: float) -> bool:
 
 def pair_records(samples: list[Sample], margin: float = 1.05) -> list[Record]:
     out: list[Record] = []
+    targets = {(s.run_id, s.attempt_id) for s in trusted(samples)}
     for members in _by_round(samples).values():
-        for good in members:
+        for good in (m for m in members if (m.run_id, m.attempt_id) in targets):
             for bad in members:
                 if good is not bad and _prefers(good, bad, margin):
                     out.append(
@@ -95,11 +115,19 @@ def pair_records(samples: list[Sample], margin: float = 1.05) -> list[Record]:
 
 
 def group_records(samples: list[Sample]) -> list[Record]:
-    """One record per round that follows measured variants; cheats are left out of the candidates."""
+    """One record per round that follows measured variants; cheats, their copies and failed
+    confirmations are left out of the candidates."""
     out: list[Record] = []
+    targets = {(s.run_id, s.attempt_id) for s in trusted(samples)}
     for members in _by_round(samples).values():
         first = members[0]
-        candidates = [s for s in members if s.result.status is not Status.REJECTED and s.answer.strip()]
+        candidates = [
+            s
+            for s in members
+            if (s.run_id, s.attempt_id) in targets
+            and s.result.status is not Status.REJECTED
+            and s.answer.strip()
+        ]
         if not first.earlier or not candidates:
             continue
         out.append(

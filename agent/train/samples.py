@@ -12,8 +12,8 @@ import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from ...tools.result import Result
-from ...tools.task import Task
+from ...tools.result import Result, Status
+from ...tools.task import Task, source_hash
 from ..policy.base import AttemptView, Context
 from ..policy.llm import SYSTEM
 from ..policy.parse import to_proposal
@@ -37,6 +37,8 @@ class Sample:
     answer: str  # the answer in the coder's three sections
     result: Result
     earlier: list[AttemptView]  # the attempts measured before its round (what the prompt shows)
+    source_hash: str = ""  # of the candidate's source: the same code in another run has the same one
+    confirmation: Status | None = None  # the batch's re-measurement of a best (None: not re-measured)
 
 
 def answer_text(step: TrajectoryStep) -> str:
@@ -94,6 +96,7 @@ def run_samples(store: Store, run_id: str) -> Iterator[Sample]:
     info = store.run_info(run_id)
     settings = json.loads(info["settings_json"]) if info else {}
     recorded = _recorded_prompts(store, run_id)
+    confirmed = store.confirmations(run_id)
     for trajectory in store.trajectories(run_id):
         task = store.task(trajectory.task_hash)
         per_round: dict[int, int] = {}
@@ -106,6 +109,7 @@ def run_samples(store: Store, run_id: str) -> Iterator[Sample]:
             prompt = recorded.get(key) or _rendered_prompt(
                 trajectory, task, settings, step, per_round[step.attempt.round]
             )
+            check = confirmed.get(step.attempt.attempt_id)
             yield Sample(
                 task_name=task.name,
                 task_source=task.source,
@@ -116,6 +120,8 @@ def run_samples(store: Store, run_id: str) -> Iterator[Sample]:
                 answer=answer_text(step),
                 result=step.result,
                 earlier=_views([s for s in trajectory.steps if s.attempt.round < step.attempt.round]),
+                source_hash=source_hash(step.attempt.source),
+                confirmation=check.status if check is not None else None,
             )
 
 

@@ -185,3 +185,33 @@ def test_parse_candidate_format_errors(source: str, phrase: str) -> None:
         parse_candidate(source)
     assert phrase in str(info.value)
     assert "\n" not in str(info.value)
+
+
+TASK_TAIL = (
+    "import torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n        return x\n\n"
+    "def get_inputs():\n    return []\n\ndef get_init_inputs():\n    return []\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("head", "reason"),
+    [
+        ("import os\nos._exit(0)\n", "exited with code 0"),
+        ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n", "killed by signal SIGKILL"),
+        ("import time\ntime.sleep(60)\n", "timed out"),
+    ],
+)
+def test_a_task_that_exits_or_hangs_at_import_costs_a_worker_not_kforge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, head: str, reason: str
+) -> None:
+    """The task's code runs in a worker with a time limit: kforge (the CLI, the MCP server)
+    gets a one-line reason and goes on."""
+    from kforge.tools import task as task_module
+
+    monkeypatch.setattr(task_module, "CHECK_TIMEOUT_S", 8.0)
+    path = tmp_path / "hostile.py"
+    path.write_text(head + TASK_TAIL)
+    with pytest.raises(TaskError) as caught:
+        load_task(path)
+    message = str(caught.value)
+    assert reason in message and "\n" not in message, message

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import hashlib
 import importlib.util
 import inspect
+import shutil
 import sys
+import tempfile
 import types
 from pathlib import Path
 
@@ -74,40 +77,77 @@ def load_task(path: str | Path, *, check_import: bool = True) -> Task:
     return task
 
 
+CHECK_TIMEOUT_S = 60.0  # a task whose import takes longer is bad input
+
+
 def check_task_module(task: Task) -> None:
-    """Import the task and check its entry points' signatures (constructs nothing on a GPU)."""
-    name = f"kforge_check_{task.hash}"
+    """Import the task and check its entry points, in a worker: a task's code never runs in
+    kforge's own process (one that exits, sleeps or reads the environment at import costs a
+    worker, within CHECK_TIMEOUT_S). Raises :class:`TaskError` with the one-line reason."""
+    problem = _checked(task.source, str(task.path))
+    if problem:
+        raise TaskError(problem)
+
+
+@functools.cache
+def _checked(source: str, label: str) -> str:
+    """The reason ``source`` is not a valid task ("" when it is), from a worker; the same
+    source is checked once a process."""
+    from .sandbox import Limits, clean_env, run_worker
+
+    scratch = Path(tempfile.mkdtemp(prefix="kforge-check-"))
     try:
-        module = import_file(task.path, name)
+        copy = scratch / "task.py"
+        copy.write_text(source)
+        job = {"mode": "check", "task_path": str(copy), "label": label}
+        env = clean_env({"CUDA_VISIBLE_DEVICES": "", "PYTHONUNBUFFERED": "1"})
+        outcome = run_worker(job, scratch, Limits(timeout_s=CHECK_TIMEOUT_S, memory_limit_gb=8.0), env)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if outcome.result is None:
+        last = outcome.log.strip().splitlines()[-1:] or [""]
+        return f"{label}: importing it {outcome.crash_reason} {last[0][:200]}".rstrip()
+    return str(outcome.result.get("error", ""))
+
+
+def check_module_here(path: Path, label: str) -> str:
+    """The check itself, run by the worker (:func:`check_task_module`): "" or the reason."""
+    try:
+        _check_module(path, label)
+    except TaskError as err:
+        return str(err)
+    return ""
+
+
+def _check_module(path: Path, label: str) -> None:
+    name = "kforge_check_task"
+    try:
+        module = import_file(path, name)
     except TaskError:
         raise
     except BaseException as err:  # user code: any exception is bad input here
-        raise TaskError(f"{task.path}: raises at import: {type(err).__name__}: {_first_line(err)}") from None
+        raise TaskError(f"{label}: raises at import: {type(err).__name__}: {_first_line(err)}") from None
     finally:
         sys.modules.pop(name, None)
     model = getattr(module, "Model", None)
     if not (isinstance(model, type) and issubclass(model, torch.nn.Module)):
-        raise TaskError(f"{task.path}: Model must be a subclass of torch.nn.Module")
+        raise TaskError(f"{label}: Model must be a subclass of torch.nn.Module")
     for fn_name in ("get_inputs", "get_init_inputs"):
         fn = getattr(module, fn_name)
         if not callable(fn) or _required_params(fn) > 0:
-            raise TaskError(f"{task.path}: {fn_name} must be a function taking no arguments")
+            raise TaskError(f"{label}: {fn_name} must be a function taking no arguments")
     try:
         init_inputs = module.get_init_inputs()
     except BaseException as err:
         raise TaskError(
-            f"{task.path}: get_init_inputs() raises {type(err).__name__}: {_first_line(err)}"
+            f"{label}: get_init_inputs() raises {type(err).__name__}: {_first_line(err)}"
         ) from None
     if not isinstance(init_inputs, list | tuple):
-        raise TaskError(
-            f"{task.path}: get_init_inputs() must return a list, got {type(init_inputs).__name__}"
-        )
+        raise TaskError(f"{label}: get_init_inputs() must return a list, got {type(init_inputs).__name__}")
     try:
         inspect.signature(model).bind(*init_inputs)
     except TypeError as err:
-        raise TaskError(
-            f"{task.path}: Model(*get_init_inputs()) does not match Model.__init__: {err}"
-        ) from None
+        raise TaskError(f"{label}: Model(*get_init_inputs()) does not match Model.__init__: {err}") from None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -65,6 +65,10 @@ def run(spec: dict[str, Any], result_fd: int) -> int:
         payload = runner.run_compile(spec)
     elif mode == "baseline":
         payload = runner.run_baseline(spec).to_json()
+    elif mode == "check":
+        from .task import check_module_here
+
+        payload = {"error": check_module_here(Path(spec["task_path"]), spec["label"])}
     elif mode == "forward":
         runner.run_forward(spec)
         payload = {"status": "ok"}

@@ -41,7 +41,8 @@ SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
 LANDLOCK_LAYERS = ("filesystem", "signals", "tcp")
 
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
-CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
+CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x20000, 0x10000000, 0x20000000, 0x40000000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 0x4000, 1 << 18
 
 # seccomp: BPF over struct seccomp_data {int nr; u32 arch; u64 ip; u64 args[6]}.
 BPF_LD_ABS, BPF_JEQ, BPF_JGE, BPF_AND, BPF_RET = 0x20, 0x15, 0x35, 0x54, 0x06
@@ -86,6 +87,7 @@ SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|COOKIE|AUTH|SESSION
 URL_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#\s@]+@")  # scheme://user[:pass]@host
 
 _refusal = "enter_pid_namespace was not called"  # why the processes are not contained
+_proc_refusal = "not mounted"  # why the namespace has no /proc of its own
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -161,8 +163,8 @@ def _beneath_except(root: str, excluded: tuple[str, ...]) -> list[str]:
 def enter(policy: Policy) -> list[str]:
     """Contain this process and everything it starts from now on, one layer at a time; one line
     per layer, active or NOT contained and why. Raises only for a programming error."""
-    namespaces = [namespaces_line(), _network_line()]  # /proc read before Landlock may hide it
-    return [restrict_privileges(), *restrict_filesystem(policy), restrict_syscalls(policy), *namespaces]
+    processes = namespaces_line()  # /proc read before Landlock may hide it
+    return [restrict_privileges(), *restrict_filesystem(policy), restrict_syscalls(policy), processes]
 
 
 def restrict_privileges() -> str:
@@ -290,17 +292,18 @@ def restrict_syscalls(policy: Policy) -> str:
 
 
 def enter_pid_namespace() -> str:
-    """Put this process's work in new pid and network namespaces (and a user namespace when not
-    root); returns the processes line. Call it single-threaded, in a freshly forked child.
+    """Put this process's work in new pid, mount and network namespaces (and a user namespace
+    when not root), with a /proc of its own; returns the processes line. Call it
+    single-threaded, in a freshly forked child.
 
     The process forks: the outer one waits for the inner, forwards SIGTERM, SIGINT and SIGHUP to
     it and ``os._exit``s with its status (a death by signal as 128 + the signal); it never
     returns. The inner one, PID 1 of the namespace, returns: when it exits, the kernel kills
     every process left in the namespace (a setsid daemon, a double fork). Where unshare is
     refused, nothing forks and the line says why."""
-    global _refusal
+    global _refusal, _proc_refusal
     uid, gid = os.geteuid(), os.getegid()
-    flags = CLONE_NEWPID | CLONE_NEWNET | (CLONE_NEWUSER if uid != 0 else 0)
+    flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | (CLONE_NEWUSER if uid != 0 else 0)
     try:
         _libc_call("unshare", flags)
         maps = {"setgroups": "deny", "uid_map": f"{uid} {uid} 1", "gid_map": f"{gid} {gid} 1"}
@@ -316,6 +319,11 @@ def enter_pid_namespace() -> str:
     _libc_call("prctl", PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     # PID 1 of a namespace ignores the signals it has no handler for, SIGTERM included.
     signal.signal(signal.SIGTERM, lambda number, _frame: os._exit(128 + number))
+    try:  # the host's /proc shows every process (Landlock lets /proc/PID/environ be read)
+        _libc_call("mount", None, "/", None, MS_REC | MS_PRIVATE, None)  # nothing here reaches the host
+        _libc_call("mount", "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+    except OSError as err:
+        _proc_refusal = f"mount: {_name(err)}"
     return namespaces_line()
 
 
@@ -331,24 +339,12 @@ def _wait_as_outer(inner: int) -> NoReturn:
 
 
 def namespaces_line() -> str:
-    """Whether this process is PID 1 of its own pid namespace, i.e. nothing it starts outlives it."""
-    if os.getpid() == 1:
-        return "processes: pid namespace (nothing outlives the worker)"
-    return f"processes: NOT contained ({_refusal})"
-
-
-def _network_line() -> str:
-    try:
-        with open("/proc/self/net/dev") as f:
-            interfaces = [line.split(":")[0].strip() for line in f.readlines()[2:]]
-    except OSError as err:
-        return f"network namespace: unknown (/proc/self/net/dev: {_name(err)})"
-    outside = ", ".join(name for name in interfaces if name != "lo")
-    return (
-        f"network namespace: NOT isolated ({outside})"
-        if outside
-        else "network namespace: own (loopback only)"
-    )
+    """Whether this process is PID 1 of its own pid namespace (nothing it starts outlives it)
+    with a /proc of its own (no other process to be seen) and no network interface."""
+    if os.getpid() != 1:
+        return f"processes: NOT contained ({_refusal})"
+    proc = "own /proc" if os.readlink("/proc/self") == "1" else f"the host's /proc ({_proc_refusal})"
+    return f"processes: pid, mount and network namespaces (nothing outlives the worker; {proc})"
 
 
 def probe() -> list[str]:
@@ -387,8 +383,11 @@ def _syscall(number: int, *args: int) -> int:
     return _libc_call("syscall", number, *args)
 
 
-def _libc_call(name: str, *args: int) -> int:
-    result = int(getattr(_libc(), name)(*(ctypes.c_ulong(arg) for arg in args)))
+def _libc_call(name: str, *args: int | str | None) -> int:
+    converted = [
+        arg if arg is None else arg.encode() if isinstance(arg, str) else ctypes.c_ulong(arg) for arg in args
+    ]
+    result = int(getattr(_libc(), name)(*converted))
     if result == -1:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code))

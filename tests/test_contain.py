@@ -368,6 +368,29 @@ time.sleep(60)
         proc.wait()
 
 
+def test_enter_pid_namespace_serves_as_a_preexec_fn(tmp_path: Path) -> None:
+    """As a sandbox would use it: Popen returns at once (the outer process keeps no pipe that
+    Popen waits on), the program runs as PID 1, and a failed exec still raises."""
+    program = "import os, select, sys; select.select([sys.stdin], [], [], 10); print(os.getpid())"
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", program],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        preexec_fn=contain.enter_pid_namespace,
+    )
+    returned_after_s = time.monotonic() - started
+    out, _ = proc.communicate("go", timeout=30)
+    if out.strip() != "1" and "NOT" in contain.probe()[-1]:
+        pytest.skip(f"this host does not offer the layer: {contain.probe()[-1]}")
+    assert (out.strip(), proc.returncode) == ("1", 0)
+    assert returned_after_s < 5
+    with pytest.raises(FileNotFoundError):
+        subprocess.Popen([str(tmp_path / "missing")], preexec_fn=contain.enter_pid_namespace)
+
+
 def test_allowed_env_passes_what_a_worker_needs_and_no_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     dropped = {
         "DATABASE_URL": "postgres://app:hunter2@db:5432/prod",

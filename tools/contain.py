@@ -6,7 +6,8 @@ and reported in one line; a layer the host lacks is reported missing, never skip
 privileges (no new privileges, killed with its parent), filesystem (Landlock: reads and
 writes below the policy's paths, a few device files; no signal or abstract UNIX socket out of
 the worker; no TCP), syscalls (seccomp: no ``socket()``, no ptrace, io_uring, keyrings, mounts
-or kernel modules), processes (a pid namespace: nothing the worker starts outlives it).
+or kernel modules), processes (pid, mount and network namespaces with a /proc of their own:
+nothing the worker starts outlives it, no other process is in sight).
 :func:`probe` says which layers a host offers without applying any to its caller.
 """
 
@@ -43,6 +44,7 @@ LANDLOCK_LAYERS = ("filesystem", "signals", "tcp")
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x20000, 0x10000000, 0x20000000, 0x40000000
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 0x4000, 1 << 18
+FORWARDED = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}  # from the outer process to PID 1
 
 # seccomp: BPF over struct seccomp_data {int nr; u32 arch; u64 ip; u64 args[6]}.
 BPF_LD_ABS, BPF_JEQ, BPF_JGE, BPF_AND, BPF_RET = 0x20, 0x15, 0x35, 0x54, 0x06
@@ -120,6 +122,8 @@ def default_readable() -> tuple[str, ...]:
     package = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
     candidates = [
         *(sys.prefix, sys.base_prefix, sys.exec_prefix, package, *sys.path),
+        *(os.environ.get(name, "") for name in ("CUDA_HOME", "CUDA_PATH")),
+        *os.environ.get("LD_LIBRARY_PATH", "").split(":"),
         *SYSTEM_READABLE,
         *sorted(glob.glob("/usr/local/cuda*") + glob.glob("/run/nvidia*")),
         *_tool_folders(),
@@ -137,15 +141,12 @@ def default_readable() -> tuple[str, ...]:
 
 
 def _tool_folders() -> list[str]:
-    folders = []
-    for tool in TOOLS:
-        found = shutil.which(tool)
-        if found:
-            real = os.path.realpath(found)
-            folders += [os.path.dirname(found), os.path.dirname(real)]
-            if tool == "nvcc":  # the CUDA root: include/, nvvm/, lib64/
-                folders.append(os.path.dirname(os.path.dirname(real)))
-    return folders
+    """The folders of the compilers on PATH (their real files: a symlink's folder needs no rule)."""
+    found = [os.path.realpath(path) for path in map(shutil.which, TOOLS) if path]
+    cuda = [
+        os.path.dirname(os.path.dirname(path)) for path in found if path.endswith("/nvcc")
+    ]  # include/, nvvm/
+    return [os.path.dirname(path) for path in found] + cuda
 
 
 def _beneath_except(root: str, excluded: tuple[str, ...]) -> list[str]:
@@ -186,6 +187,7 @@ def landlock_abi() -> int:
 
 def restrict_filesystem(policy: Policy) -> list[str]:
     """The Landlock layer: filesystem, then scoped signals and abstract sockets, then TCP."""
+    threads = len(os.listdir("/proc/self/task")) - 1 if os.path.isdir("/proc/self/task") else 0
     try:
         abi = landlock_abi()
         handled = (1 << 13) - 1 | (FS_REFER if abi >= 2 else 0) | (FS_TRUNCATE if abi >= 3 else 0)
@@ -204,7 +206,6 @@ def restrict_filesystem(policy: Policy) -> list[str]:
         return [f"{layer}: NOT contained (landlock_restrict_self: {_name(err)})" for layer in LANDLOCK_LAYERS]
     finally:
         os.close(ruleset)
-    threads = len(os.listdir("/proc/self/task")) - 1
     notes = [f"writes: {', '.join(policy.writable) or 'nothing'}", f"reads: {len(policy.readable)} paths"]
     notes += [f"skipped: {', '.join(skipped)}"] if skipped else []
     notes += [f"NOT covering {threads} threads started before"] if threads else []
@@ -226,20 +227,17 @@ def _add_rules(ruleset: int, policy: Policy, handled: int) -> list[str]:
     rules += [(path, handled) for path in policy.writable]
     skipped = []
     for path, access in rules:
+        fd = -1
         try:
             fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-        except OSError as err:
-            skipped.append(f"{path} ({_name(err)})")
-            continue
-        try:
-            if not stat.S_ISDIR(os.fstat(fd).st_mode):
-                access &= FS_ON_A_FILE
-            attr = ctypes.create_string_buffer(struct.pack("=Qi", access & handled, fd), 12)
+            access &= handled if stat.S_ISDIR(os.fstat(fd).st_mode) else handled & FS_ON_A_FILE
+            attr = ctypes.create_string_buffer(struct.pack("=Qi", access, fd), 12)
             _syscall(LANDLOCK_ADD_RULE, ruleset, LANDLOCK_RULE_PATH_BENEATH, addressof(attr), 0)
         except OSError as err:
             skipped.append(f"{path} ({_name(err)})")
         finally:
-            os.close(fd)
+            if fd >= 0:
+                os.close(fd)
     return skipped
 
 
@@ -313,12 +311,14 @@ def enter_pid_namespace() -> str:
     except OSError as err:
         _refusal = f"unshare refused: {_name(err)}"
         return namespaces_line()
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)  # held until each side has its handlers
     inner = os.fork()
     if inner:
-        _wait_as_outer(inner)
+        _wait_as_outer(inner, mask)
     _libc_call("prctl", PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     # PID 1 of a namespace ignores the signals it has no handler for, SIGTERM included.
     signal.signal(signal.SIGTERM, lambda number, _frame: os._exit(128 + number))
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     try:  # the host's /proc shows every process (Landlock lets /proc/PID/environ be read)
         _libc_call("mount", None, "/", None, MS_REC | MS_PRIVATE, None)  # nothing here reaches the host
         _libc_call("mount", "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
@@ -327,12 +327,13 @@ def enter_pid_namespace() -> str:
     return namespaces_line()
 
 
-def _wait_as_outer(inner: int) -> NoReturn:
+def _wait_as_outer(inner: int, mask: set[int | signal.Signals]) -> NoReturn:
     # Hold no pipe the caller waits on (subprocess's exec-error pipe among them).
     os.closerange(3, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
     _libc_call("prctl", PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    for forwarded in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for forwarded in FORWARDED:
         signal.signal(forwarded, lambda number, _frame: os.kill(inner, number))
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a signal that came meanwhile is forwarded now
     _, status = os.waitpid(inner, 0)  # retried after each forwarded signal (PEP 475)
     code = os.waitstatus_to_exitcode(status)
     os._exit(code if code >= 0 else 128 - code)
@@ -343,7 +344,8 @@ def namespaces_line() -> str:
     with a /proc of its own (no other process to be seen) and no network interface."""
     if os.getpid() != 1:
         return f"processes: NOT contained ({_refusal})"
-    proc = "own /proc" if os.readlink("/proc/self") == "1" else f"the host's /proc ({_proc_refusal})"
+    own = os.path.realpath("/proc/self") == "/proc/1"
+    proc = "own /proc" if own else f"the host's /proc ({_proc_refusal})"
     return f"processes: pid, mount and network namespaces (nothing outlives the worker; {proc})"
 
 
@@ -384,9 +386,7 @@ def _syscall(number: int, *args: int) -> int:
 
 
 def _libc_call(name: str, *args: int | str | None) -> int:
-    converted = [
-        arg if arg is None else arg.encode() if isinstance(arg, str) else ctypes.c_ulong(arg) for arg in args
-    ]
+    converted = [ctypes.c_ulong(arg) if isinstance(arg, int) else arg and arg.encode() for arg in args]
     result = int(getattr(_libc(), name)(*converted))
     if result == -1:
         code = ctypes.get_errno()

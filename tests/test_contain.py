@@ -88,6 +88,12 @@ attempt("create in /tmp", lambda: open(in_tmp, "x").close())
 attempt("read site-packages", lambda: open(importlib.util.find_spec("torch").origin).read())
 attempt("write the job folder", lambda: open(job + "/out.txt", "w").write("written"))
 attempt("write /dev/null", lambda: open("/dev/null", "w").write("x"))
+import threading
+thread = threading.Thread(target=threading.Event().wait, args=(5,), daemon=True)
+thread.start()  # CUDA names its threads so, and fails where it cannot
+attempt("name a thread", lambda: open(f"/proc/self/task/{thread.native_id}/comm", "w").write("named"))
+sysctl = "/proc/sys/kernel/printk_ratelimit"  # written back unchanged, should the write get through
+attempt("write a sysctl", lambda: open(sysctl, "r+").write(open(sysctl).read()))
 if disk:
     attempt("read a raw disk", lambda: open(disk, "rb").read(512))
 import torch
@@ -108,6 +114,8 @@ report["torch"] = float((torch.arange(4.0) * 2).sum())
     assert report["write the job folder"] == "ok"
     assert (tmp_path / "job" / "out.txt").read_text() == "written"
     assert report["write /dev/null"] == "ok"
+    assert report["name a thread"] == "ok"
+    assert report["write a sysctl"] == "EACCES"
     assert report.get("read a raw disk", "EACCES") == "EACCES"
     assert report["torch"] == 12.0
 
@@ -141,7 +149,7 @@ def connect(family, address):
 """
 
 
-def test_a_contained_worker_opens_no_socket_but_a_socketpair(tmp_path: Path, servers: dict) -> None:
+def test_a_contained_worker_connects_to_no_socket(tmp_path: Path, servers: dict) -> None:
     body = (
         CONNECT
         + """
@@ -151,6 +159,12 @@ attempt("TCP to localhost", lambda: connect(socket.AF_INET, ("127.0.0.1", port))
 attempt("an IPv6 socket", lambda: socket.socket(socket.AF_INET6).close())
 attempt("a netlink socket", lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW).close())
 attempt("a datagram socketpair", lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM))
+attempt("a datagram UNIX socket", lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).close())
+def serve_like_cuda():  # CUDA serves its UVM fds on an abstract seqpacket socket
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    server.bind("\\0cuda-uvmfd-like-" + str(os.getpid()))
+    server.listen()
+attempt("a seqpacket server like CUDA's", serve_like_cuda)
 a, b = socket.socketpair()
 a.sendall(b"ping")
 report["socketpair"] = b.recv(4).decode()
@@ -163,6 +177,8 @@ report["socketpair"] = b.recv(4).decode()
     for name in ("docker.sock-like pathname socket", "abstract socket", "TCP to localhost", "an IPv6 socket"):
         assert report[name] == "EPERM", name
     assert report["a netlink socket"] == report["a datagram socketpair"] == "EPERM"
+    assert report["a datagram UNIX socket"] == "EPERM"
+    assert report["a seqpacket server like CUDA's"] == "ok"
     assert report["socketpair"] == "ping"
 
 

@@ -1,14 +1,10 @@
 """Operating-system containment for a worker that runs untrusted candidate code.
 
-A worker calls :func:`enter_pid_namespace` first (freshly forked, single-threaded), then
-:func:`enter` before it imports any candidate or task code. Each layer is applied on its own
-and reported in one line; a layer the host lacks is reported missing, never skipped:
-privileges (no new privileges, killed with its parent), filesystem (Landlock: reads and
-writes below the policy's paths, a few device files; no signal or abstract UNIX socket out of
-the worker; no TCP), syscalls (seccomp: no ``socket()``, no ptrace, io_uring, keyrings, mounts
-or kernel modules), processes (pid, mount and network namespaces with a /proc of their own:
-nothing the worker starts outlives it, no other process is in sight).
-:func:`probe` says which layers a host offers without applying any to its caller.
+A worker calls :func:`enter_pid_namespace` (freshly forked, single-threaded), then :func:`enter`
+before it imports any candidate or task code. Each layer (privileges, filesystem, signals, tcp,
+syscalls, processes) is applied on its own and reported in one line; a layer the host lacks is
+reported missing, never skipped. docs/evaluation.md says what each one stops. :func:`probe`
+says which layers a host offers without applying any to its caller.
 """
 
 from __future__ import annotations
@@ -52,7 +48,7 @@ NR_AT, ARCH_AT, ARG0_AT, ARG1_AT = 0, 4, 16, 24  # the low 32 bits of an argumen
 RET_KILL_PROCESS, RET_ALLOW, RET_EPERM = 0x80000000, 0x7FFF0000, 0x00050000 | errno.EPERM
 SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC = 1, 1
 X32_SYSCALL_BIT = 0x40000000  # x32 calls pass the x86_64 arch check with this bit set
-AF_UNIX, AF_INET, AF_INET6, AF_NETLINK, SOCK_DGRAM = 1, 2, 10, 16, 2
+AF_UNIX, AF_INET, AF_INET6, AF_NETLINK, SOCK_DGRAM, SOCK_SEQPACKET = 1, 2, 10, 16, 2, 5
 AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 SYSCALLS: dict[str, tuple[int | None, int | None]] = {  # name: (x86_64, aarch64)
     "seccomp": (317, 277), "socket": (41, 198), "socketpair": (53, 199),
@@ -65,9 +61,9 @@ SYSCALLS: dict[str, tuple[int | None, int | None]] = {  # name: (x86_64, aarch64
     "fsopen": (430, 430), "fsconfig": (431, 431), "fsmount": (432, 432), "fspick": (433, 433),
     "mount_setattr": (442, 442), "setns": (308, 268), "open_by_handle_at": (304, 265),
     "iopl": (172, None), "ioperm": (173, None), "reboot": (169, 142), "swapon": (167, 224),
-    "swapoff": (168, 225), "syslog": (103, 116), "userfaultfd": (323, 282),
+    "swapoff": (168, 225), "syslog": (103, 116), "userfaultfd": (323, 282), "connect": (42, 203),
 }  # fmt: skip
-DENIED = tuple(name for name in SYSCALLS if name not in ("seccomp", "socket", "socketpair"))
+DENIED = tuple(name for name in SYSCALLS if name not in ("seccomp", "socket", "socketpair", "connect"))
 
 SYSTEM_READABLE = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/opt", "/proc", "/sys")
 ETC_SECRETS = (  # /etc is readable but for these (a Landlock rule grants a whole subtree)
@@ -225,6 +221,8 @@ def _add_rules(ruleset: int, policy: Policy, handled: int) -> list[str]:
     rules = [(path, FS_READ) for path in policy.readable]
     rules += [("/dev", FS_READ_DIR)] + [(path, FS_DEVICE) for path in devices]
     rules += [(path, handled) for path in policy.writable]
+    # CUDA names its threads through /proc/self/task/TID/comm and fails (error 304) where it cannot.
+    rules.append((os.path.realpath("/proc/self") + "/task", FS_READ | FS_WRITE_FILE | FS_TRUNCATE))
     skipped = []
     for path, access in rules:
         fd = -1
@@ -242,32 +240,35 @@ def _add_rules(ruleset: int, policy: Policy, handled: int) -> list[str]:
 
 
 def seccomp_program(machine: str, network: bool) -> bytes:
-    """The BPF filter: a foreign architecture is killed; the denied calls, socket() (but TCP/UDP
-    with ``network``) and a datagram socketpair (it can sendto() a pathname socket) fail EPERM."""
+    """The BPF filter: a foreign architecture is killed; EPERM for the denied calls, for connect()
+    without ``network``, for socket() but a UNIX stream or seqpacket one (CUDA serves its UVM fds
+    on a seqpacket one; with ``network``, where connect() is allowed, that one alone) or TCP/UDP
+    with ``network``, and for datagram UNIX sockets (they can sendto() a pathname socket)."""
     numbers = _numbers(machine)
 
     def op(code: int, k: int, jump_true: int = 0, jump_false: int = 0) -> bytes:
         return struct.pack("=HBBI", code, jump_true, jump_false, k)
 
+    ok, eperm, load_type = op(BPF_RET, RET_ALLOW), op(BPF_RET, RET_EPERM), op(BPF_LD_ABS, ARG1_AT)
     prog = [op(BPF_LD_ABS, ARCH_AT), op(BPF_JEQ, AUDIT_ARCH[machine], 1), op(BPF_RET, RET_KILL_PROCESS)]
     prog.append(op(BPF_LD_ABS, NR_AT))
     if machine == "x86_64":
-        prog += [op(BPF_JGE, X32_SYSCALL_BIT, 0, 1), op(BPF_RET, RET_EPERM)]
-    for name in DENIED:
-        if name in numbers:
-            prog += [op(BPF_JEQ, numbers[name], 0, 1), op(BPF_RET, RET_EPERM)]
-    families = (AF_INET, AF_INET6, AF_NETLINK) if network else ()
-    socket = [op(BPF_LD_ABS, ARG0_AT)]
-    for family in families:
-        socket += [op(BPF_JEQ, family, 0, 1), op(BPF_RET, RET_ALLOW)]
-    socket.append(op(BPF_RET, RET_EPERM))
-    pair = [op(BPF_LD_ABS, ARG0_AT), op(BPF_JEQ, AF_UNIX, 1), op(BPF_RET, RET_EPERM)]
-    pair += [op(BPF_LD_ABS, ARG1_AT), op(BPF_AND, 0xF), op(BPF_JEQ, SOCK_DGRAM, 0, 1), op(BPF_RET, RET_EPERM)]
-    pair.append(op(BPF_RET, RET_ALLOW))
-    prog += [op(BPF_JEQ, numbers["socket"], 0, len(socket)), *socket]
+        prog += [op(BPF_JGE, X32_SYSCALL_BIT, 0, 1), eperm]
+    for name in [*DENIED, *([] if network else ["connect"])]:
+        prog += [op(BPF_JEQ, numbers[name], 0, 1), eperm] if name in numbers else []
+    not_datagram = [load_type, op(BPF_AND, 0xF), op(BPF_JEQ, SOCK_DGRAM, 0, 1), eperm, ok]
+    unix = (
+        [load_type, op(BPF_AND, 0xF), op(BPF_JEQ, SOCK_SEQPACKET, 0, 1), ok, eperm]
+        if network
+        else not_datagram
+    )
+    socket = [op(BPF_LD_ABS, ARG0_AT), op(BPF_JEQ, AF_UNIX, 0, len(unix)), *unix]
+    for family in (AF_INET, AF_INET6, AF_NETLINK) if network else ():
+        socket += [op(BPF_JEQ, family, 0, 1), ok]
+    pair = [op(BPF_LD_ABS, ARG0_AT), op(BPF_JEQ, AF_UNIX, 1), eperm, *not_datagram]
+    prog += [op(BPF_JEQ, numbers["socket"], 0, len(socket) + 1), *socket, eperm]
     prog += [op(BPF_JEQ, numbers["socketpair"], 0, len(pair)), *pair]
-    prog.append(op(BPF_RET, RET_ALLOW))
-    return b"".join(prog)
+    return b"".join([*prog, ok])
 
 
 def restrict_syscalls(policy: Policy) -> str:
@@ -285,8 +286,10 @@ def restrict_syscalls(policy: Policy) -> str:
         return f"syscalls: NOT contained (seccomp: {_name(err)})"
     if thread:
         return f"syscalls: NOT contained (seccomp: thread {thread} could not be synchronised)"
-    sockets = "TCP/UDP sockets only" if policy.network else "no sockets"
-    return f"syscalls: seccomp ({sockets} but socketpair; no ptrace, io_uring, keyrings, mounts, modules)"
+    sockets = (
+        "UNIX seqpacket and TCP/UDP sockets only" if policy.network else "no connect(), UNIX sockets only"
+    )
+    return f"syscalls: seccomp ({sockets}; no ptrace, io_uring, keyrings, mounts, modules)"
 
 
 def enter_pid_namespace() -> str:
@@ -340,8 +343,7 @@ def _wait_as_outer(inner: int, mask: set[int | signal.Signals]) -> NoReturn:
 
 
 def namespaces_line() -> str:
-    """Whether this process is PID 1 of its own pid namespace (nothing it starts outlives it)
-    with a /proc of its own (no other process to be seen) and no network interface."""
+    """Whether this process is PID 1 of its own namespaces (nothing it starts outlives it)."""
     if os.getpid() != 1:
         return f"processes: NOT contained ({_refusal})"
     own = os.path.realpath("/proc/self") == "/proc/1"
@@ -350,8 +352,7 @@ def namespaces_line() -> str:
 
 
 def probe() -> list[str]:
-    """The layers this host offers: a forked child enters them all and reports over a pipe;
-    the caller is left as it was."""
+    """The layers this host offers: a forked child enters them all and reports over a pipe."""
     read_end, write_end = os.pipe()
     child = os.fork()
     if child == 0:  # pragma: no cover - runs in the child

@@ -134,10 +134,18 @@ def servers(tmp_path: Path):
     for server in opened:
         server.listen()
         server.setblocking(False)
-    yield {"pathname": str(tmp_path / "server.sock"), "abstract": abstract_name, "port": tcp.getsockname()[1]}
+    names = {
+        "pathname": str(tmp_path / "server.sock"),
+        "abstract": abstract_name,
+        "port": tcp.getsockname()[1],
+    }
+    yield names
     for server in opened:
-        with pytest.raises(BlockingIOError):  # nobody got through to it
-            server.accept()
+        if names.get("accepted") == "tcp" and server is tcp:
+            server.accept()[0].close()  # the one connection the test let through
+        else:
+            with pytest.raises(BlockingIOError):  # nobody got through to it
+                server.accept()
         server.close()
 
 
@@ -180,6 +188,27 @@ report["socketpair"] = b.recv(4).decode()
     assert report["a datagram UNIX socket"] == "EPERM"
     assert report["a seqpacket server like CUDA's"] == "ok"
     assert report["socketpair"] == "ping"
+
+
+def test_a_worker_with_network_reaches_tcp_but_no_unix_stream_socket(tmp_path: Path, servers: dict) -> None:
+    """``network=True`` opens TCP (Landlock and seccomp) and connect(); a UNIX stream socket,
+    the kind docker.sock and ssh agents serve, still cannot be made."""
+    body = (
+        "policy = contain.Policy(writable=(job,), readable=contain.default_readable(), network=True)\n"
+        "lines = contain.enter(policy)\n"
+        + CONNECT
+        + """
+attempt("TCP to localhost", lambda: connect(socket.AF_INET, ("127.0.0.1", port)))
+attempt("docker.sock-like pathname socket", lambda: connect(socket.AF_UNIX, path))
+"""
+    )
+    report = run_worker(
+        body, tmp_path / "job", servers["pathname"], servers["abstract"], str(servers["port"]), enter=False
+    )
+    require(report["lines"], "syscalls")
+    assert report["TCP to localhost"] == "ok"
+    assert report["docker.sock-like pathname socket"] == "EPERM"
+    servers["accepted"] = "tcp"  # the fixture expects this one connection
 
 
 def test_landlock_alone_keeps_abstract_sockets_and_tcp_in(tmp_path: Path, servers: dict) -> None:

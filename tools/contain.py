@@ -94,7 +94,7 @@ class Policy:
 
     writable: tuple[str, ...]  # the job folder and the cache folders it writes (TMPDIR, Triton, Inductor)
     readable: tuple[str, ...]  # everything else it reads: default_readable() plus any extra
-    network: bool = False  # TCP and UDP allowed; UNIX sockets stay closed either way
+    network: bool = False  # TCP/UDP and connect() allowed; of UNIX sockets, seqpacket ones alone
     devices: tuple[str, ...] = DEVICES  # device files (glob patterns) opened read-write with ioctl
 
 

@@ -95,4 +95,7 @@ def test_hw_json_without_a_gpu(tmp_path: Path) -> None:
         pytest.skip("a GPU is visible")
     done = kforge("hw", "--json", cache=tmp_path)
     assert done.returncode == 0
-    assert json.loads(done.stdout) == {"gpu": None}
+    found = json.loads(done.stdout)
+    assert found["gpu"] is None
+    layers = [line.split(":")[0] for line in found["containment"]]
+    assert layers == ["privileges", "filesystem", "signals", "tcp", "syscalls", "processes"]

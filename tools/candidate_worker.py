@@ -183,6 +183,7 @@ class CandidateServer:
 
 def run(channel: Channel, spec: dict[str, Any], load: Any) -> None:
     """Import the candidate and serve the judge. An import failure is the first message."""
+    channel.send("hello", {"containment": spec.get("containment", [])})  # before its code runs
     set_precision_flags(spec["precision"])
     guards = (TimerGuard(), PrecisionGuard(), ThreadGuard(spec["candidate_path"]))  # before its code runs
     try:

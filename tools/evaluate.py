@@ -111,9 +111,9 @@ def evaluate_many(
 def measure_baseline(task: Task, options: EvalOptions) -> Result:
     """The reference timed against itself: eager and torch.compile times and the roofline."""
     scratch = _scratch(options, task.hash, "baseline")
-    outcome = run_worker(
-        _job("baseline", task, None, options, scratch), scratch, _limits(options), _env(options, None)
-    )
+    env = _env(options, None, "judge")  # the reference alone: the judge's caches
+    job = _job("baseline", task, None, options, scratch) | _paths(options, env)
+    outcome = run_worker(job, scratch, _limits(options), env)
     return _remember_roofline(task, options, _to_result(outcome, None, options))
 
 
@@ -129,7 +129,8 @@ def build(candidate: Candidate, options: EvalOptions) -> Result | None:
     scratch = _scratch(options, candidate.hash, "build")
     env = _env(options, candidate)
     env["CUDA_VISIBLE_DEVICES"] = ""  # compile only: leave the GPU to the evaluations
-    outcome = run_worker(_job("compile", None, candidate, options, scratch), scratch, _limits(options), env)
+    job = _job("compile", None, candidate, options, scratch) | _paths(options, env)
+    outcome = run_worker(job, scratch, _limits(options), env)
     if outcome.result is not None and outcome.result.get("status") == "ok":
         marker.parent.mkdir(parents=True, exist_ok=True)
         marker.write_text(outcome.result.get("log", ""))
@@ -182,14 +183,15 @@ def _run_eval(task: Task, candidate: Candidate, options: EvalOptions) -> Result:
     known = _ROOFLINES.get(_roofline_key(task, options))
     if known is not None:
         judge_job["roofline"] = dataclasses.asdict(known)
-    pair = Pair(
-        judge_job, cand_job, judge_dir, cand_dir, _env(options, None, "judge"), _env(options, candidate)
-    )
+    judge_env, cand_env = _env(options, None, "judge"), _env(options, candidate)
+    judge_job |= _paths(options, judge_env)
+    cand_job |= _paths(options, cand_env)
+    pair = Pair(judge_job, cand_job, judge_dir, cand_dir, judge_env, cand_env)
     judge, worker = run_pair(pair, _limits(options))
     result = _remember_roofline(task, options, _to_result(judge, candidate, options, worker))
     if options.device == "cuda" and result.status == Status.OK and (options.ncu or options.sanitize):
-        forward = _job("forward", task, candidate, options, scratch) | {"repeats": 1}
         env = _env(options, candidate)
+        forward = _job("forward", task, candidate, options, scratch) | {"repeats": 1} | _paths(options, env)
 
         def run_forward(prefix: list[str]) -> WorkerOutcome:
             return run_worker(forward, scratch, _limits(options), env, prefix=prefix)
@@ -258,6 +260,24 @@ def _job(
         path.write_text(candidate.source)
         job |= {"candidate_path": str(path), "backend": candidate.backend, "source_hash": candidate.hash}
     return job
+
+
+CACHE_VARIABLES = (
+    "TRITON_CACHE_DIR",
+    "TORCHINDUCTOR_CACHE_DIR",
+    "PYTHONPYCACHEPREFIX",
+    "TORCH_EXTENSIONS_DIR",
+)
+
+
+def _paths(options: EvalOptions, env: dict[str, str]) -> dict[str, list[str]]:
+    """What a worker with ``env`` may write besides its job folder (the caches its environment
+    names, created here: a Landlock rule needs a path that exists) and read besides the system's
+    (the whole cache folder: a candidate's built extension, the bytecode)."""
+    writable = [env[name] for name in CACHE_VARIABLES if env.get(name)]
+    for path in writable:
+        Path(path).mkdir(parents=True, exist_ok=True)
+    return {"writable": writable, "readable": [str(options.cache_dir)]}
 
 
 def _scratch(options: EvalOptions, key: str, kind: str) -> Path:

@@ -38,6 +38,8 @@ def run_eval(spec: dict[str, Any], channel: Channel) -> Result:
     job = Job(spec)
     set_precision_flags(job.precision.name)
     job.note(f"network: {network_state()}")
+    for line in spec.get("containment", []):
+        job.note(f"judge containment: {line}")
     task = import_file(Path(spec["task_path"]), "kforge_task")
     candidate = RemoteCandidate(channel, job.device)
     failed = _wait_ready(job, channel)
@@ -54,9 +56,13 @@ def run_eval(spec: dict[str, Any], channel: Channel) -> Result:
 
 
 def _wait_ready(job: Job, channel: Channel) -> Result | None:
-    """None when the candidate imported; else the Result of its failing import."""
+    """None when the candidate imported; else the Result of its failing import. The worker's
+    first message, sent before the candidate's code ran, says which containment layers hold it."""
     try:
         kind, fields, _ = channel.recv()
+        if kind == "hello":
+            job.containment = [str(line) for line in fields.get("containment", [])][:20]
+            kind, fields, _ = channel.recv()
     except WireError as err:
         return job.result(Status.RUNTIME_ERROR, log=f"the candidate worker died while importing ({err})")
     if kind == "ready":

@@ -80,6 +80,7 @@ class Result:
     flags: list[str] = dataclasses.field(default_factory=list)
     ncu: dict[str, Any] | None = None
     sanitizer: dict[str, Any] | None = None
+    containment: list[str] = dataclasses.field(default_factory=list)  # the candidate worker's layers
     timing_label: str = ""  # "cuda events" or "cpu wall clock (not GPU time)"
     # Memory (tools/memory.py): one set of inputs, the reference's outputs, the most one
     # candidate call allocated (its output included), and the evaluation's peak: device

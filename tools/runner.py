@@ -72,9 +72,8 @@ class Job:
         self.precision = get_precision(spec["precision"])
         self.log: list[str] = []
         self.phases: dict[str, float] = {}
-        self.timed_output: Any = None
-        self.timed_inputs: Any = None
         self.meter: MemoryMeter | None = None  # started where the evaluation's tensors begin
+        self.containment: list[str] = []  # the candidate worker's layers, as it said before its code ran
         self.host_load: HostLoad | None = None  # how busy the host was while timing
 
     @contextlib.contextmanager
@@ -97,6 +96,10 @@ class Job:
             fields.setdefault("peak_memory_mb", self.meter.peak_mb())
         if self.host_load is not None and self.host_load.busy and self.device.type == "cuda":
             fields["flags"] = [*fields.get("flags", []), BUSY_HOST_FLAG]
+        missing = [f"not contained: {line}" for line in self.containment if "NOT contained" in line]
+        if missing:
+            fields["flags"] = [*fields.get("flags", []), *missing]
+        fields.setdefault("containment", self.containment)
         return Result(
             status=status,
             precision=self.precision.name,

@@ -19,11 +19,9 @@ only one job. ``KFORGE_SPARE_WORKER=0`` turns this off.
 from __future__ import annotations
 
 import atexit
-import ctypes
 import dataclasses
 import json
 import os
-import re
 import resource
 import signal
 import subprocess
@@ -33,12 +31,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .contain import allowed_env, enter_pid_namespace
 from .quiet import background_cpus
 
-SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|COOKIE|AUTH|SESSION", re.IGNORECASE)
-SECRET_PREFIXES = ("AWS_", "OPENAI_", "ANTHROPIC_", "HF_", "HUGGING", "GH_", "GITHUB_", "AZURE_", "GOOGLE_")
-CLONE_NEWUSER = 0x10000000
-CLONE_NEWNET = 0x40000000
 LOG_FILE = "worker.log"
 MAX_LOG_TAIL = 8000  # characters of a worker's log kept in a Result
 MAX_RESULT_BYTES = 1 << 24  # a Result's JSON read back from the judge
@@ -72,16 +67,19 @@ class WorkerOutcome:
         code = self.returncode
         if code is not None and code < 0:
             return f"killed by signal {signal.Signals(-code).name}"
+        if code is not None and 128 < code < 128 + 65 and code - 128 in _SIGNALS:
+            # the pid namespace's outer process reports its worker's death by signal N as 128 + N
+            return f"killed by signal {signal.Signals(code - 128).name}"
         return f"exited with code {code} before writing a result"
 
 
+_SIGNALS = {int(s) for s in signal.Signals}
+
+
 def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The parent's environment without anything that looks like a secret."""
-    env = {
-        k: v for k, v in os.environ.items() if not SECRET_NAME.search(k) and not k.startswith(SECRET_PREFIXES)
-    }
-    env.update(extra or {})
-    return env
+    """A worker's environment: an allowlist of the parent's variables (no credentials, even in
+    a URL), then ``extra`` (:func:`.contain.allowed_env`)."""
+    return allowed_env(extra or {})
 
 
 def _preexec(limits: Limits, cpus: set[int] | None, nice: bool = False) -> None:  # pragma: no cover - child
@@ -96,10 +94,8 @@ def _preexec(limits: Limits, cpus: set[int] | None, nice: bool = False) -> None:
         mem = int(limits.memory_limit_gb * 2**30)
         resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    if limits.isolate_network:
-        libc = ctypes.CDLL(None, use_errno=True)
-        flags = CLONE_NEWNET if os.geteuid() == 0 else CLONE_NEWUSER | CLONE_NEWNET
-        libc.unshare(flags)  # where the OS refuses, the worker reports "network: shared"
+    if limits.isolate_network:  # pid, mount and network namespaces: nothing outlives the worker
+        enter_pid_namespace()  # where the OS refuses, the worker's processes line says why
 
 
 SPARE_MODES = ("baseline",)  # single jobs that come one after another
@@ -191,7 +187,8 @@ def _hand_over(spare: _Spare, job_path: Path) -> bool:
     """Give the waiting worker its job; False when it is gone. It is reniced first, while it
     still waits, so that nothing it starts for the job inherits the spare's low priority."""
     if os.geteuid() == 0:  # from now on it runs at normal priority, like a fresh worker
-        _renice(spare.proc.pid)
+        for pid in (spare.proc.pid, *_children(spare.proc.pid)):  # the namespace's worker is a child
+            _renice(pid)
     try:
         assert spare.proc.stdin is not None
         spare.proc.stdin.write(f"{job_path}\n".encode())
@@ -313,6 +310,8 @@ def run_worker(
     ``scratch`` and collect what it reports. ``prefix`` wraps the worker in another program
     (ncu, compute-sanitizer)."""
     scratch.mkdir(parents=True, exist_ok=True)
+    if prefix:  # a profiler is the worker's parent: it stays out of the namespace (no pid namespace)
+        limits = dataclasses.replace(limits, isolate_network=False)
     job_path = scratch / "job.json"
     job_path.write_text(json.dumps(job | {"role": "single"}))
     log_path = scratch / LOG_FILE

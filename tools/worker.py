@@ -31,9 +31,10 @@ MAX_RESULT = 1 << 24  # bytes of Result JSON kforge reads back
 
 
 def main(job_path: str, result_fd: int) -> int:
-    """Run the job; with KFORGE_PROFILE_WORKER=DIR set, also write a cProfile summary of the
-    worker (where its time goes) to DIR."""
+    """Contain this process, then run the job; with KFORGE_PROFILE_WORKER=DIR set, also write a
+    cProfile summary of the worker (where its time goes) to DIR."""
     spec: dict[str, Any] = json.loads(Path(job_path).read_text())
+    spec["containment"] = contain(spec, Path(job_path).parent)
     profile_dir = os.environ.get("KFORGE_PROFILE_WORKER")
     if not profile_dir:
         return run(spec, result_fd)
@@ -46,6 +47,24 @@ def main(job_path: str, result_fd: int) -> int:
     Path(profile_dir).mkdir(parents=True, exist_ok=True)
     (Path(profile_dir) / f"{Path(job_path).parent.name}.txt").write_text(out.getvalue())
     return code
+
+
+def contain(spec: dict[str, Any], folder: Path) -> list[str]:
+    """The OS layers (:mod:`.contain`), applied before torch (which starts threads Landlock
+    would miss) and before any task or candidate code: this worker writes only its job
+    folder and the folders the job names. Returns one line per layer, active or missing."""
+    from .contain import Policy, default_readable, enter
+
+    tmp = folder / "tmp"
+    tmp.mkdir(exist_ok=True)
+    os.environ["TMPDIR"] = str(tmp)  # import torch needs a temporary folder
+    os.environ["HOME"] = str(folder)  # tools that write under ~ write here
+    writable = (str(folder), *spec.get("writable", ()))
+    readable = default_readable() + tuple(spec.get("readable", ()))
+    lines = enter(Policy(writable=writable, readable=readable))
+    for line in lines:
+        print(f"containment: {line}", flush=True)
+    return lines
 
 
 def run(spec: dict[str, Any], result_fd: int) -> int:

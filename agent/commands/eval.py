@@ -99,13 +99,19 @@ def register(app: typer.Typer) -> None:
 
     @app.command("hw")
     def hw_command(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-        """The detected GPU and its spec, or that there is none."""
+        """The detected GPU and its spec, and which containment layers this host gives workers."""
+        from ...tools.contain import probe
         from ...tools.hardware import detect_gpu
 
-        gpu = detect_gpu()
+        gpu, layers = detect_gpu(), probe()
         if as_json:
-            typer.echo(json.dumps(gpu.to_json() if gpu else {"gpu": None}))
+            typer.echo(json.dumps((gpu.to_json() if gpu else {"gpu": None}) | {"containment": layers}))
             return
+        contained = Table(title=Text("worker containment on this host"), show_header=False)
+        for line in layers:
+            layer, _, state = line.partition(": ")
+            contained.add_row(layer, Text(state, style="red" if "NOT contained" in state else ""))
+        Console().print(contained)
         if gpu is None:
             typer.echo("no CUDA GPU detected (kforge can still verify on the CPU with --device cpu)")
             return

@@ -213,3 +213,42 @@ def test_a_handed_over_spare_runs_every_thread_at_normal_priority(tmp_path: Path
     finally:
         proc.kill()
         proc.wait()
+
+
+FORK_BOMB = """
+import os, time
+import torch
+import torch.nn as nn
+
+for _ in range(40):  # forty copies of this process: their pages are the parent's, shared
+    if os.fork() == 0:
+        time.sleep(3)
+        os._exit(0)
+time.sleep(1)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(features))
+        self.bias = nn.Parameter(torch.randn(features))
+
+    def forward(self, x):
+        return torch.relu(x * self.weight + self.bias)
+"""
+
+
+def test_shared_pages_of_forked_children_count_once(
+    scale_relu: Task, make_cpu_options: Callable[..., EvalOptions]
+) -> None:
+    """Forty forked copies of a 300 MB worker hold one copy's pages: summing their resident
+    sizes called that 12 GB and killed the worker as "exceeded the host memory limit"."""
+    result = evaluate(scale_relu, FORK_BOMB, make_cpu_options(memory_limit_gb=3.0))
+    assert result.status == Status.OK, (result.status, result.log[-1500:])
+
+
+def test_the_default_memory_limit_fits_this_host() -> None:
+    from kforge.tools.evaluate import default_memory_gb
+
+    host_gb = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**30
+    assert 2 * default_memory_gb() < host_gb or default_memory_gb() == 2.0

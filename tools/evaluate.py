@@ -39,7 +39,7 @@ class EvalOptions:
     trials: int = 5  # correctness trials, each with fresh inputs and weights
     timing_trials: int = 100  # timed runs per callable (fewer on the CPU)
     timeout_s: float = 300.0  # wall-clock limit of one worker
-    memory_limit_gb: float = 32.0  # host memory limit of one worker
+    memory_limit_gb: float = dataclasses.field(default_factory=lambda: default_memory_gb())  # per worker
     compile_baseline: bool = True  # also time torch.compile(Model) in the same worker
     ncu: bool = False  # add Nsight Compute metrics when ncu is present
     sanitize: bool = False  # run compute-sanitizer memcheck and racecheck
@@ -49,6 +49,20 @@ class EvalOptions:
 
 
 ResultCallback = Callable[[int, Result], None]
+
+WORKER_MEMORY_SHARE = 0.4  # of the host's memory, per worker: an evaluation runs two (judge, candidate)
+
+
+def default_memory_gb() -> float:
+    """Each worker's host-memory limit: 40% of this host's memory (two workers an evaluation
+    stay under it with room for kforge), so the limit acts before the kernel's OOM killer. GPU
+    tasks draw their inputs on the device and need little host memory beyond torch itself."""
+    try:
+        pages, size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return 16.0
+    return max(2.0, round(WORKER_MEMORY_SHARE * pages * size / 2**30, 1))
+
 
 # The reference's roofline is the same for every candidate of a task: the first worker that
 # gets that far measures it (a flop-counted forward, and about 2 s of imports the first time

@@ -395,14 +395,17 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 
 def _rss_kb(pid: int) -> float:
-    """Resident memory of the worker and its children (compile helpers included)."""
+    """Memory of the worker and everything it started (compile helpers included), each page
+    shared by several of them counted once in all (the proportional set size): a fork bomb's
+    200 copies of the same pages are one copy, not 200."""
     total = 0.0
     for child in [pid, *_children(pid)]:
         try:
-            with open(f"/proc/{child}/status") as f:
+            with open(f"/proc/{child}/smaps_rollup") as f:
                 for line in f:
-                    if line.startswith("VmRSS:"):
+                    if line.startswith("Pss:"):
                         total += float(line.split()[1])
+                        break
         except OSError:
             continue
     return total

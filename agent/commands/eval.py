@@ -58,6 +58,10 @@ def register(app: typer.Typer) -> None:
         trials: Annotated[int, typer.Option(min=1, help="correctness trials")] = 5,
         timing_trials: Annotated[int, typer.Option(min=1, help="timed runs per callable")] = 100,
         timeout: Annotated[float, typer.Option(help="seconds before the worker is killed")] = 300.0,
+        memory_gb: Annotated[
+            float | None,
+            typer.Option(min=0.5, help="host memory limit of each worker, GiB (default: 40% of this host's)"),
+        ] = None,
         compile_baseline: Annotated[bool, typer.Option(help="also time torch.compile(Model)")] = True,
         ncu: Annotated[bool, typer.Option("--ncu", help="add Nsight Compute metrics")] = False,
         sanitize: Annotated[bool, typer.Option("--sanitize", help="run compute-sanitizer")] = False,
@@ -81,6 +85,7 @@ def register(app: typer.Typer) -> None:
             trials=trials,
             timing_trials=timing_trials if resolved == "cuda" else min(timing_trials, 10),
             timeout_s=timeout,
+            **({"memory_limit_gb": memory_gb} if memory_gb is not None else {}),
             compile_baseline=compile_baseline,
             ncu=ncu,
             sanitize=sanitize,

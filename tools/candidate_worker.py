@@ -160,7 +160,7 @@ class CandidateServer:
         return {"ms": self.timer.escaped_ms(self._timed_call)}, None
 
     def on_ping(self, fields: dict[str, Any], _: Any) -> tuple[dict[str, Any], Any]:
-        return {}, None
+        return dict(fields.get("echo") or {}), None
 
     def on_report(self, fields: dict[str, Any], _: Any) -> tuple[dict[str, Any], Any]:
         """What the guards saw over the whole evaluation, and the memory figures."""

@@ -86,6 +86,7 @@ class RemoteSlot:
         self.claims: list[float] = []
         self.checksums: list[Any] = []
         self.sets: list[int] = []
+        self.last_reply: dict[str, Any] = {}
         self.last_output: Any = None  # never sent per block: fetched once after the rounds (fetch_last)
 
     def warm(self, calls: int) -> None:
@@ -93,6 +94,7 @@ class RemoteSlot:
 
     def block(self, size: int) -> list[float]:
         reply, _ = self.candidate.request("timing", "block", {"size": size})
+        self.last_reply = reply
         times = [float(x) for x in reply.get("times_ms", [])]
         sums, sets = list(reply.get("checksums", [])), [int(x) for x in reply.get("sets", [])]
         if not (len(times) == len(sums) == len(sets) == size):

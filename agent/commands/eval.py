@@ -85,12 +85,13 @@ def register(app: typer.Typer) -> None:
             trials=trials,
             timing_trials=timing_trials if resolved == "cuda" else min(timing_trials, 10),
             timeout_s=timeout,
-            **({"memory_limit_gb": memory_gb} if memory_gb is not None else {}),
             compile_baseline=compile_baseline,
             ncu=ncu,
             sanitize=sanitize,
             cache_dir=cache_dir or default_cache_dir(),
         )
+        if memory_gb is not None:
+            options.memory_limit_gb = memory_gb
         console = Console(stderr=True)
         try:
             with console.status(f"evaluating {escape(candidate_path.name)} on {resolved}", spinner="dots"):

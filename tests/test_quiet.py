@@ -96,3 +96,16 @@ def test_workers_run_off_the_reserved_core_and_time_on_it(
     result = evaluate(fixture_task("scale_relu"), CONFINED, make_cpu_options(compile_baseline=False))
     assert result.status == Status.RUNTIME_ERROR
     assert "ran on cores [0, 1]" in result.log
+
+
+def test_without_a_reservation_both_workers_of_a_gpu_time_on_one_core(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The judge's and the candidate's workers take turns timing: on the same core, the
+    host-bound part of a call costs both the same, and no core is kept from other work."""
+    monkeypatch.setenv(quiet.ENV, "off")
+    cpus = sorted(os.sched_getaffinity(0))
+    env = quiet.timing_env("cuda", "0")
+    assert env == {quiet.ENV: "off", quiet.MINE: str(cpus[-1])}
+    assert quiet.timing_env("cuda", "0") == env  # the same core for both workers of an evaluation
+    assert quiet.background_cpus(env) is None

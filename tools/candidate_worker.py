@@ -24,6 +24,7 @@ from .checksum import Checksum
 from .fingerprint import Fingerprinter
 from .guards import PrecisionGuard, ThreadGuard, TimerGuard, check_output_types, set_precision_flags
 from .memory import MB, MemoryMeter
+from .quiet import pin_timing_thread, stop_compile_pools
 from .timing import InputSwitcher, Timer
 from .trees import clone, flatten
 from .wire import Channel
@@ -128,7 +129,8 @@ class CandidateServer:
             raise CandidateError("timing before any verified call")
         self.switcher = InputSwitcher(self.inputs, list(sets[0]), list(sets[1]))
         self.checksum = Checksum(int(fields["checksum_seed"]), self.device)
-        return {}, None
+        stop_compile_pools()
+        return {"timing_cpu": pin_timing_thread()}, None
 
     def on_warm(self, fields: dict[str, Any], _: Any) -> tuple[dict[str, Any], Any]:
         for _ in range(int(fields["calls"])):

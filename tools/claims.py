@@ -26,7 +26,10 @@ import torch
 from .checksum import mismatch
 
 HIDDEN_FRACTION = 0.5  # unexplained time per call, as a fraction of the claimed median, that is rejected
-HIDDEN_FLOOR_MS = {"cuda": 0.05, "cpu": 0.5}  # below this, unexplained time is noise (host jitter, context switches)
+HIDDEN_FLOOR_MS = {
+    "cuda": 0.05,
+    "cpu": 0.5,
+}  # below this, unexplained time is noise (host jitter, context switches)
 IPC_CAP_MS = 0.5  # the most a block's round trip to the worker is allowed to explain
 MIN_BLOCKS = 4  # blocks a side needs before its unexplained time is a verdict (fewer: a note)
 OVERHEAD_JITTER = 0.25  # a loaded host stretches the honest overhead (input switch, checksum) by this much

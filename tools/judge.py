@@ -148,10 +148,12 @@ def time_candidate(
 ) -> tuple[dict[str, Timing], list[str]]:
     """The candidate (in its process) timed against eager and torch.compile (here) in the
     same interleaved rounds, and the judge's checks of its claims: (timings, cheats)."""
-    sets = [verifier.fresh_inputs(), verifier.fresh_inputs()]
-    checksum = Checksum(random.SystemRandom().randrange(2**62), job.device)
-    expected, limit = _expected(trial.reference, sets, checksum, job, ref_fp64_err, verifier)
-    candidate.request("timing", "timing_sets", {"checksum_seed": checksum.seed}, sets)
+    with job.phase("timing: inputs and answers"):
+        sets = [verifier.fresh_inputs(), verifier.fresh_inputs()]
+        checksum = Checksum(random.SystemRandom().randrange(2**62), job.device)
+        expected, limit = _expected(trial.reference, sets, checksum, job, ref_fp64_err, verifier)
+    with job.phase("timing: sets to the candidate"):
+        candidate.request("timing", "timing_sets", {"checksum_seed": checksum.seed}, sets)
     remote = RemoteSlot(candidate)
 
     def local(fn: Any) -> LocalSlot:  # eager and torch.compile switch inputs and checksum like the candidate
@@ -159,7 +161,8 @@ def time_candidate(
         return LocalSlot(timer, _no_grad(fn), switcher, checksum.of)
 
     reference = trial.reference
-    timings = time_all(job, timer, reference, trial.inputs, remote, local)
+    with job.phase("timing: rounds"):
+        timings = time_all(job, timer, reference, trial.inputs, remote, local)
     cheats = []
     stale = stale_reason(remote.checksums, remote.sets, expected, limit)
     if not stale:

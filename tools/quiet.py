@@ -84,10 +84,30 @@ def timing_env(device: str, visible_gpu: str) -> dict[str, str]:
     left alone unless ``KFORGE_TIMING_CPUS`` names cores."""
     setting = os.environ.get(ENV, "")
     reserved = reserved_cpus() if device == "cuda" or setting not in ("", "off", "auto") else []
+    if not reserved and device == "cuda":
+        # No core kept apart, but the judge's and the candidate's workers, which take turns,
+        # time on the same one: on a virtual machine whose cores run at different speeds,
+        # the host-bound part of each call then costs them the same (the judge compares it).
+        cpus = _allowed()
+        index = int(visible_gpu) if visible_gpu.isdigit() else 0
+        return {ENV: "off", MINE: str(cpus[-1 - index % len(cpus)])}
     if not reserved:
         return {ENV: "off"}
     index = int(visible_gpu) if visible_gpu.isdigit() else 0
     return {ENV: ",".join(map(str, reserved)), MINE: str(reserved[index % len(reserved)])}
+
+
+def pin_timing_thread() -> int | None:
+    """Pin the calling thread to the core ``KFORGE_TIMING_CPU`` names (None: no core named, or
+    not one this process may use). For a worker whose timing spans several requests."""
+    mine = os.environ.get(MINE)
+    if not mine:
+        return None
+    try:
+        os.sched_setaffinity(0, {int(mine)})  # this thread only
+    except (OSError, ValueError):
+        return None
+    return int(mine)
 
 
 def background_cpus(env: dict[str, str]) -> set[int] | None:

@@ -60,6 +60,10 @@ def contain(spec: dict[str, Any], folder: Path) -> list[str]:
     os.environ["TMPDIR"] = str(tmp)  # import torch needs a temporary folder
     os.environ["HOME"] = str(folder)  # tools that write under ~ write here
     writable = (str(folder), *spec.get("writable", ()))
+    profile_dir = os.environ.get("KFORGE_PROFILE_WORKER")
+    if profile_dir:  # where the cProfile summary goes (main)
+        Path(profile_dir).mkdir(parents=True, exist_ok=True)
+        writable += (profile_dir,)
     readable = default_readable() + tuple(spec.get("readable", ()))
     lines = enter(Policy(writable=writable, readable=readable))
     for line in lines:

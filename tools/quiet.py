@@ -33,6 +33,7 @@ import dataclasses
 import os
 import re
 import resource
+import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -146,11 +147,29 @@ def _thread_switches() -> int:
 
 
 def stop_compile_pools() -> None:
-    """Inductor's compile workers, if this process started any (they stay alive otherwise)."""
+    """Inductor's compile workers, if this process started any (they stay alive otherwise).
+    In a worker that is PID 1 of its own namespace (tools/contain.py) the pool is killed
+    rather than asked to finish (2.9 s of an H100 evaluation): whatever it leaves dies with
+    the namespace."""
     module = sys.modules.get("torch._inductor.async_compile")
     shutdown = getattr(module, "shutdown_compile_workers", None)
-    if shutdown is not None:
-        shutdown()
+    if shutdown is None:
+        return
+    if os.getpid() == 1:
+        for child in _children():
+            try:
+                if b"compile_worker" in Path(f"/proc/{child}/cmdline").read_bytes():
+                    os.kill(child, signal.SIGKILL)
+            except OSError:
+                continue
+    shutdown()
+
+
+def _children() -> list[int]:
+    try:
+        return [int(p) for p in Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text().split()]
+    except OSError:
+        return []
 
 
 @contextlib.contextmanager

@@ -93,14 +93,24 @@ def check_task_module(task: Task) -> None:
 def _checked(source: str, label: str) -> str:
     """The reason ``source`` is not a valid task ("" when it is), from a worker; the same
     source is checked once a process."""
+    from .evaluate import default_cache_dir
     from .sandbox import Limits, clean_env, run_worker
 
     scratch = Path(tempfile.mkdtemp(prefix="kforge-check-"))
+    pycache = default_cache_dir() / "judge" / "pycache"  # the judge's bytecode: torch compiled once
+    pycache.mkdir(parents=True, exist_ok=True)
     try:
         copy = scratch / "task.py"
         copy.write_text(source)
-        job = {"mode": "check", "task_path": str(copy), "label": label}
-        env = clean_env({"CUDA_VISIBLE_DEVICES": "", "PYTHONUNBUFFERED": "1"})
+        job = {"mode": "check", "task_path": str(copy), "label": label, "writable": [str(pycache)]}
+        env = clean_env(
+            {
+                "CUDA_VISIBLE_DEVICES": "",
+                "PYTHONUNBUFFERED": "1",
+                "PYTHONPYCACHEPREFIX": str(pycache),
+                "PYTHONDONTWRITEBYTECODE": "",
+            }
+        )
         outcome = run_worker(job, scratch, Limits(timeout_s=CHECK_TIMEOUT_S, memory_limit_gb=8.0), env)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -22,8 +22,8 @@ for part in "$@"; do
     tests)
       timeout 400 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_cheats_gpu.py -k "not example and not ncu and not sanitiz" 2>&1 | tee "$OUT/gpu_tests.log" | tail -30 ;;
     throughput)
-      (cd bench && timeout 420 python3 bench_throughput.py --limit 20 --passes cold,warm --compile-workers 16) 2>&1 | tee "$OUT/throughput.log" | tail -50 ;;
+      (cd bench && timeout ${THROUGHPUT_TIMEOUT:-420} python3 bench_throughput.py --limit ${THROUGHPUT_LIMIT:-20} --passes cold,warm --compile-workers 16) 2>&1 | tee "$OUT/throughput.log" | tail -50 ;;
     fidelity)
-      (cd bench && timeout 560 python3 bench_fidelity.py ../.kb/KernelBench --launch-bound --tasks ${FIDELITY_TASKS:-3/20} --repeat ${FIDELITY_REPEAT:-2}) 2>&1 | tee "$OUT/fidelity.log" | tail -40 ;;
+      (cd bench && timeout ${FIDELITY_TIMEOUT:-560} python3 bench_fidelity.py ../.kb/KernelBench --launch-bound --tasks ${FIDELITY_TASKS:-3/20} --repeat ${FIDELITY_REPEAT:-2}) 2>&1 | tee "$OUT/fidelity.log" | tail -40 ;;
   esac
 done

@@ -258,3 +258,13 @@ def test_each_callable_is_timed_warm_as_in_a_plain_loop(monkeypatch: pytest.Monk
     timings = timer.time_many({"a": LocalSlot(timer, make("a")), "b": LocalSlot(timer, make("b"))})
     assert all(t.trials == 20 and t.median_ms < 3.0 for t in timings.values())
     assert all(t.max_ms < 3.0 for t in timings.values())  # the untimed call opens each block
+
+
+def test_plain_loops_after_the_rounds_keep_the_rounds_figures() -> None:
+    """KFORGE_PLAIN_CHECK times plain loops after the rounds: the judge's claim checks read
+    the rounds' block walls and samples afterwards (a KeyError on the device before)."""
+    cpu = torch.device("cpu")
+    timer = Timer(cpu, trials=8, warmup=0)
+    timer.time_many({"candidate": LocalSlot(timer, lambda: None), "eager": LocalSlot(timer, lambda: None)})
+    timer.plain_loops({"eager": lambda: None})
+    assert set(timer.walls) == set(timer.samples) == {"candidate", "eager"}

@@ -252,3 +252,33 @@ def test_the_default_memory_limit_fits_this_host() -> None:
 
     host_gb = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**30
     assert 2 * default_memory_gb() < host_gb or default_memory_gb() == 2.0
+
+
+CHATTY = """
+import sys
+import torch
+import torch.nn as nn
+
+chunk = "x" * (1 << 20) + "\\n"
+for _ in range(int(sys.maxsize)):  # prints until the file-size limit stops it
+    sys.stdout.write(chunk)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return x
+"""
+
+
+def test_a_candidate_that_prints_without_end_is_stopped_and_costs_kforge_a_tail(
+    scale_relu: Task, make_cpu_options: Callable[..., EvalOptions], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's log stops growing at the file-size limit (Python ignores SIGXFSZ, so the
+    write fails: "File too large"), and what kforge keeps of it is the tail."""
+    from kforge.tools import sandbox
+
+    monkeypatch.setattr(sandbox, "MAX_FILE_BYTES", 64 << 20)
+    result = evaluate(scale_relu, CHATTY, make_cpu_options())
+    assert result.status == Status.RUNTIME_ERROR, (result.status, result.log[-500:])
+    assert "File too large" in result.log or "SIGXFSZ" in result.log, result.log[:2000]
+    assert len(result.log) < 64_000

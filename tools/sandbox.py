@@ -37,6 +37,7 @@ from .quiet import background_cpus
 LOG_FILE = "worker.log"
 MAX_LOG_TAIL = 8000  # characters of a worker's log kept in a Result
 MAX_RESULT_BYTES = 1 << 24  # a Result's JSON read back from the judge
+MAX_FILE_BYTES = 1 << 30  # the largest file a worker may write (its log, a built extension)
 
 
 @dataclasses.dataclass
@@ -94,6 +95,9 @@ def _preexec(limits: Limits, cpus: set[int] | None, nice: bool = False) -> None:
         mem = int(limits.memory_limit_gb * 2**30)
         resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    # No file it writes, its log included, grows past this: a candidate printing gigabytes
+    # fills neither the disk nor (kforge reads logs from their end) kforge's memory.
+    resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
     if limits.isolate_network:  # pid, mount and network namespaces: nothing outlives the worker
         enter_pid_namespace()  # where the OS refuses, the worker's processes line says why
 

@@ -64,6 +64,10 @@ def results(
     yield found
 
 
+def _wall_clock_line(result: Result) -> str:
+    return next((line for line in result.log.splitlines() if "wall-clock" in line), result.log[-600:])
+
+
 def _never_ok(result: Result) -> None:
     assert result.status != Status.OK, (result.status, result.cheats, result.log[-600:])
     assert result.speedup_vs_eager is None
@@ -107,14 +111,14 @@ def test_precision_lowered_after_the_first_call_is_caught(results: dict[str, Res
 
 def test_a_forged_clock_is_caught_by_the_judges_own_clock(results: dict[str, Result]) -> None:
     result = results["patch_judge_clock"]
-    assert result.status == Status.REJECTED, (result.status, result.log[-600:])
+    assert result.status == Status.REJECTED, (result.status, _wall_clock_line(result))
     assert any("timing claims do not add up" in reason for reason in result.cheats), result.cheats
 
 
 def test_work_moved_out_of_the_timed_call_is_caught(results: dict[str, Result]) -> None:
     """Every output the judge sees is right; the work happens where the timer does not look."""
     result = results["lazy_checksum"]
-    assert result.status == Status.REJECTED, (result.status, result.log[-600:])
+    assert result.status == Status.REJECTED, (result.status, _wall_clock_line(result))
     assert any("timing claims do not add up" in reason for reason in result.cheats), result.cheats
 
 

@@ -80,10 +80,10 @@ def test_timed_eager_beside_the_candidate_sees_what_the_baseline_sees(
         log = tmp_path / f"{name}.jsonl"
         monkeypatch.setenv("KFORGE_STATE_PROBE", str(log))
         if name == "baseline":
-            result = measure_baseline(task, make_cpu_options(timing_trials=10))
+            result = measure_baseline(task, make_cpu_options(timing_trials=10, extra_writable=(tmp_path,)))
         else:
             source = fixture_source("candidates/state_probe_torch.py")
-            result = evaluate(task, source, make_cpu_options(timing_trials=10))
+            result = evaluate(task, source, make_cpu_options(timing_trials=10, extra_writable=(tmp_path,)))
         assert result.status == Status.OK, result.log
         states[name] = [json.loads(line) for line in log.read_text().splitlines()]
     assert states["candidate"], "the probe recorded nothing while eager was timed"

@@ -108,7 +108,8 @@ def test_hang_times_out_and_the_next_worker_is_clean(
         monkeypatch.setenv(name, value)
     probe = tmp_path / "probe.json"
     monkeypatch.setenv("KFORGE_TEST_PROBE", str(probe))
-    result = evaluate(scale_relu, fixture_source("candidates/env_probe.py"), make_cpu_options())
+    options = make_cpu_options(extra_writable=(tmp_path,))  # the probe's folder, and nothing else
+    result = evaluate(scale_relu, fixture_source("candidates/env_probe.py"), options)
     assert result.status == Status.OK, result.log
     seen = json.loads(probe.read_text())
     assert not set(SECRETS) & set(seen["env"])

@@ -49,9 +49,11 @@ def test_cpu_timer_measures_wall_clock() -> None:
     assert result.median_ms < 200
 
 
-def test_cpu_timer_takes_at_least_ten_samples_within_its_budget() -> None:
+def test_cpu_timer_takes_at_least_ten_samples_and_four_blocks_within_its_budget() -> None:
+    """Past its time budget the timer stops at 10 calls and 4 blocks (the judge's wall-clock
+    check needs blocks: slow blocks must not cut it short)."""
     timer = Timer(torch.device("cpu"), trials=1000, max_seconds=0.0, warmup=0)
-    assert timer.time(lambda: None).trials == 10
+    assert timer.time(lambda: None).trials == 4 * timer.block_size() == 20
 
 
 def test_timer_ignores_a_patched_perf_counter(monkeypatch: pytest.MonkeyPatch) -> None:

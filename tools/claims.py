@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from .checksum import mismatch
+from .timing import MIN_ROUNDS
 
 HIDDEN_FRACTION = 0.5  # unexplained time per call, as a fraction of the claimed median, that is rejected
 HIDDEN_FLOOR_MS = {
@@ -31,7 +32,7 @@ HIDDEN_FLOOR_MS = {
     "cpu": 0.5,
 }  # below this, unexplained time is noise (host jitter, context switches)
 IPC_CAP_MS = 0.5  # the most a block's round trip to the worker is allowed to explain
-MIN_BLOCKS = 4  # blocks a side needs before its unexplained time is a verdict (fewer: a note)
+MIN_BLOCKS = MIN_ROUNDS  # blocks a side needs before its unexplained time is a verdict (fewer: a note)
 OVERHEAD_JITTER = 0.25  # a loaded host stretches the honest overhead (input switch, checksum) by this much
 LIGHT_MARGIN = 0.75  # a claim under this fraction of the byte floor is rejected
 
@@ -75,10 +76,9 @@ def hidden_time_reason(
     theirs = [x for walls, claims in trusted for x in unexplained_ms(walls, claims, block)]
     if len(mine) < MIN_BLOCKS or len(theirs) < MIN_BLOCKS:
         return "", f"wall-clock check: not made ({len(mine)} candidate blocks, {MIN_BLOCKS} needed)"
+    # The noise is the trusted side's: the candidate's own spread grows with the work it hides.
     baseline, centre = statistics.median(theirs), statistics.median(mine)
-    noise = max(  # the spread of both sides: a loaded host jitters the candidate's blocks too
-        statistics.median(abs(x - baseline) for x in theirs), statistics.median(abs(x - centre) for x in mine)
-    )
+    noise = statistics.median(abs(x - baseline) for x in theirs)
     ipc = min(round_trip_ms, IPC_CAP_MS) / block
     hidden = centre - baseline - ipc
     claimed = statistics.median(candidate[1])

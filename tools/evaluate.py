@@ -46,6 +46,7 @@ class EvalOptions:
     seed: int = 0
     compile_workers: int = 2  # CPU processes building CUDA extensions ahead of the GPU
     cache_dir: Path = dataclasses.field(default_factory=default_cache_dir)
+    extra_writable: tuple[Path, ...] = ()  # folders workers may write besides their own (none by default)
 
 
 ResultCallback = Callable[[int, Result], None]
@@ -291,6 +292,7 @@ def _paths(options: EvalOptions, env: dict[str, str]) -> dict[str, list[str]]:
     writable = [env[name] for name in CACHE_VARIABLES if env.get(name)]
     for path in writable:
         Path(path).mkdir(parents=True, exist_ok=True)
+    writable += [str(path) for path in options.extra_writable]
     return {"writable": writable, "readable": [str(options.cache_dir)]}
 
 

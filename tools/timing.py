@@ -28,6 +28,7 @@ _current_stream = torch.cuda.current_stream
 CUDA_LABEL = "cuda events, device-wide sync, L2 flushed"
 CPU_LABEL = "cpu wall clock (not GPU time)"
 BLOCK = 5  # timed calls in a row per callable and round (Timer.time_many)
+MIN_ROUNDS = 4  # rounds before the time budget may end the timing (claims.MIN_BLOCKS)
 PLAIN_CHECK = "KFORGE_PLAIN_CHECK"  # "1": the worker also times eager and torch.compile in plain loops
 
 
@@ -118,7 +119,10 @@ class Timer:
         rounds = 0
         while True:
             done = (rounds + 1) * block
-            last = done >= self.trials or (done >= 10 and _perf_counter() >= budget_end)
+            # Past the time budget, stop once 10 calls and MIN_ROUNDS blocks a slot are done: the
+            # judge's wall-clock check needs blocks, and slow blocks must not cut it short.
+            enough = done >= 10 and rounds + 1 >= MIN_ROUNDS
+            last = done >= self.trials or (enough and _perf_counter() >= budget_end)
             for i in range(len(names)):
                 name = names[(rounds + i) % len(names)]
                 start = _perf_counter()

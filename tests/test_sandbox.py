@@ -151,9 +151,9 @@ def test_memory_watchdog_kills_a_worker_without_an_address_limit(tmp_path: Path)
 def test_the_next_worker_is_started_ahead_and_serves_one_job(
     scale_relu: Task, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kforge.tools import sandbox
+    from kforge.tools import spares
 
-    sandbox._end_spare()
+    spares._end_spare()
     job = {
         "mode": "baseline", "device": "cpu", "precision": "fp32", "timing_trials": 3,
         "compile_baseline": False, "seed": 0, "task_path": str(scale_relu.path),
@@ -170,16 +170,16 @@ def test_the_next_worker_is_started_ahead_and_serves_one_job(
     assert not run("first").prestarted
     second = run("second")
     assert second.prestarted and (tmp_path / "second" / "worker.log").is_file()
-    assert sandbox._spare is not None and sandbox._spare.proc.poll() is None, "the next one waits"
-    sandbox._spare.proc.kill()  # a spare that died while waiting: a fresh worker instead
-    sandbox._spare.proc.wait()
+    assert spares._spare is not None and spares._spare.proc.poll() is None, "the next one waits"
+    spares._spare.proc.kill()  # a spare that died while waiting: a fresh worker instead
+    spares._spare.proc.wait()
     assert not run("after-kill").prestarted
     assert not run("other-env", env | {"KFORGE_TEST_OTHER": "1"}).prestarted, (
         "a spare only serves its own env"
     )
     monkeypatch.setenv("KFORGE_SPARE_WORKER", "0")
-    sandbox._end_spare()
-    assert not run("off").prestarted and sandbox._spare is None
+    spares._end_spare()
+    assert not run("off").prestarted and spares._spare is None
 
 
 @pytest.mark.skipif(
@@ -191,7 +191,7 @@ def test_a_handed_over_spare_runs_every_thread_at_normal_priority(tmp_path: Path
     import subprocess
     import time
 
-    from kforge.tools.sandbox import _renice
+    from kforge.tools.spares import _renice
 
     code = "import sys, threading, time\nthreading.Thread(target=time.sleep, args=(30,), daemon=True).start()\nsys.stdin.readline()"
     proc = subprocess.Popen(

@@ -1,8 +1,9 @@
 """Runtime guards against candidates that cheat the evaluator.
 
-Each guard snapshots what an honest candidate leaves alone (timers, precision flags,
-the task's sizes, live threads) or watches what it must not do (call the reference
-Model), and reports a reason string for every violation it sees.
+They run in the candidate's own worker, as a second line behind the process boundary
+(the judge never runs candidate code): each snapshots what an honest candidate leaves
+alone (timers, precision flags, live threads) and reports a reason string for every
+violation it sees. What they report is believed only against the candidate.
 """
 
 from __future__ import annotations
@@ -10,8 +11,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-import types
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -105,79 +105,6 @@ def set_precision_flags(precision: str) -> None:
     torch.set_float32_matmul_precision("high" if allow_tf32 else "highest")
 
 
-class SizeGuard:
-    """Detects a candidate changing the task's problem sizes (its constants or get_inputs)."""
-
-    def __init__(self, task_module: types.ModuleType) -> None:
-        self._module = task_module
-        self._constants = self._read_constants()
-        self._shapes = self._input_shapes()
-
-    def _read_constants(self) -> dict[str, Any]:
-        return {
-            k: v
-            for k, v in vars(self._module).items()
-            if not k.startswith("_") and isinstance(v, int | float | tuple | str) and not isinstance(v, bool)
-        }
-
-    def _input_shapes(self) -> list[Any]:
-        """Shapes and dtypes of get_inputs(), drawn on the meta device (no memory: KernelBench
-        has 8 GB inputs); a get_inputs that cannot run there is called for real."""
-        try:
-            with torch.device("meta"):
-                inputs = self._module.get_inputs()
-        except Exception:
-            inputs = self._module.get_inputs()
-        return [(tuple(x.shape), x.dtype) if isinstance(x, torch.Tensor) else x for x in inputs]
-
-    def violations(self) -> list[str]:
-        reasons = []
-        now = self._read_constants()
-        changed = sorted(k for k, v in self._constants.items() if now.get(k) != v)
-        if changed:
-            reasons.append(f"problem sizes changed: task constants {', '.join(changed)} were modified")
-        if self._input_shapes() != self._shapes:
-            reasons.append("problem sizes changed: get_inputs() now returns other shapes")
-        return reasons
-
-
-class ReferenceGuard:
-    """Counts calls into the reference Model while candidate code runs."""
-
-    def __init__(self, model_cls: type[torch.nn.Module]) -> None:
-        self.calls = 0
-        self._armed = False
-        guard = self
-        original_forward = model_cls.forward
-        original_init = model_cls.__init__
-
-        def forward(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if guard._armed:
-                guard.calls += 1
-            return original_forward(self, *args, **kwargs)
-
-        def init(self: Any, *args: Any, **kwargs: Any) -> None:
-            if guard._armed:
-                guard.calls += 1
-            original_init(self, *args, **kwargs)
-
-        model_cls.forward = forward  # type: ignore[method-assign]
-        model_cls.__init__ = init  # type: ignore[method-assign]
-
-    @contextmanager
-    def armed(self) -> Iterator[None]:
-        self._armed = True
-        try:
-            yield
-        finally:
-            self._armed = False
-
-    def violations(self) -> list[str]:
-        if self.calls:
-            return [f"calls the reference Model ({self.calls} calls while the candidate ran)"]
-        return []
-
-
 class ThreadGuard:
     """Detects candidate work still running on another thread after forward returned.
 
@@ -240,8 +167,3 @@ def check_output_types(outputs: Any, device: torch.device) -> list[str]:
         elif out.device.type != device.type:
             reasons.append(f"output on {out.device.type}, expected {device.type}")
     return reasons
-
-
-def run_guarded(fn: Callable[[], Any], threads: ThreadGuard, reference: ReferenceGuard) -> Any:
-    with threads.watching(), reference.armed():
-        return fn()

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import gc
 import inspect
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from .fingerprint import Fingerprinter
 from .guards import PrecisionGuard, ThreadGuard, TimerGuard, check_output_types, set_precision_flags
 from .memory import MB, MemoryMeter
 from .quiet import pin_timing_thread, stop_compile_pools
+from .runner import short_trace
 from .timing import InputSwitcher, Timer
 from .trees import clone, flatten
 from .wire import Channel
@@ -66,7 +66,7 @@ class CandidateServer:
             try:
                 reply, out = handler(fields, tree)
             except Exception as err:  # the candidate raised: the judge decides what it means
-                self.channel.send("error", {"message": _trace(err)})
+                self.channel.send("error", {"message": short_trace(err)})
                 continue
             self.channel.send("ok", reply, out)
 
@@ -192,7 +192,7 @@ def run(channel: Channel, spec: dict[str, Any], load: Any) -> None:
         module = load(Path(spec["candidate_path"]))
     except Exception as err:
         build = type(err).__name__ == "BuildError"
-        channel.send("import_failed", {"build_error": build, "message": _trace(err)})
+        channel.send("import_failed", {"build_error": build, "message": short_trace(err)})
         return
     server = CandidateServer(channel, spec, module, guards)
     channel.send("ready")
@@ -220,7 +220,3 @@ def _same(a: list[Any], b: list[Any]) -> bool:
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize()
-
-
-def _trace(err: BaseException, max_chars: int = 6000) -> str:
-    return "".join(traceback.format_exception(err))[-max_chars:]

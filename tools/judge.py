@@ -26,7 +26,7 @@ from .memory import MemoryMeter
 from .remote import CandidateFailed, CandidateFormatError, RemoteCandidate, RemoteSlot
 from .result import Result, Roofline, Status, Timing
 from .roofline import roofline, tensor_bytes
-from .runner import SUSPICIOUS_SPEEDUP, Job, network_state, time_all
+from .runner import SUSPICIOUS_SPEEDUP, Job, network_state, no_grad, time_all
 from .task import import_file
 from .timing import InputSwitcher, LocalSlot, Timer
 from .trees import clone, flatten
@@ -158,7 +158,7 @@ def time_candidate(
 
     def local(fn: Any) -> LocalSlot:  # eager and torch.compile switch inputs and checksum like the candidate
         switcher = InputSwitcher(trial.inputs, sets[0], sets[1])
-        return LocalSlot(timer, _no_grad(fn), switcher, checksum.of)
+        return LocalSlot(timer, no_grad(fn), switcher, checksum.of)
 
     reference = trial.reference
 
@@ -262,11 +262,3 @@ def _round_trip_ms(candidate: RemoteCandidate, reply: dict[str, Any]) -> float:
 
 def _floating(x: Any) -> bool:
     return isinstance(x, torch.Tensor) and x.is_floating_point()
-
-
-def _no_grad(fn: Any) -> Any:
-    def wrapped() -> Any:
-        with torch.no_grad():
-            return fn()
-
-    return wrapped

@@ -116,7 +116,7 @@ def run_compile(spec: dict[str, Any]) -> dict[str, Any]:
     try:
         load_candidate(Path(spec["candidate_path"]))
     except BuildError as err:
-        return {"status": Status.COMPILE_ERROR.value, "log": _short_trace(err)}
+        return {"status": Status.COMPILE_ERROR.value, "log": short_trace(err)}
     except BaseException as err:  # anything else surfaces again, with a GPU, in the eval worker
         return {"status": "ok", "log": f"imported with errors after building: {type(err).__name__}: {err}"}
     return {"status": "ok", "log": ""}
@@ -137,7 +137,7 @@ def time_all(
         compiled = torch.compile(reference)
         try:
             with job.phase("torch.compile"):
-                _no_grad(lambda: compiled(*inputs))()
+                no_grad(lambda: compiled(*inputs))()
             slots["compile"] = local(lambda: compiled(*inputs))
         except Exception as err:  # the baseline failing is not the candidate's failure
             job.note(f"torch.compile baseline failed: {type(err).__name__}: {err}")
@@ -171,7 +171,7 @@ def run_baseline(spec: dict[str, Any]) -> Result:
     timer = Timer(job.device, spec["timing_trials"])
 
     def local(fn: Callable[[], Any]) -> LocalSlot:
-        return LocalSlot(timer, _no_grad(fn))
+        return LocalSlot(timer, no_grad(fn))
 
     timings = time_all(job, timer, reference, inputs, local(lambda: reference(*inputs)), local)
     gpu = detect_gpu() if job.device.type == "cuda" else None
@@ -216,7 +216,7 @@ def network_state() -> str:
     return "isolated" if names == ["lo"] else "shared (no network namespace available)"
 
 
-def _no_grad(fn: Callable[[], Any]) -> Callable[[], Any]:
+def no_grad(fn: Callable[[], Any]) -> Callable[[], Any]:
     def wrapped() -> Any:
         with torch.no_grad():
             return fn()
@@ -224,6 +224,6 @@ def _no_grad(fn: Callable[[], Any]) -> Callable[[], Any]:
     return wrapped
 
 
-def _short_trace(err: BaseException, max_chars: int = 6000) -> str:
+def short_trace(err: BaseException, max_chars: int = 6000) -> str:
     text = "".join(traceback.format_exception(err))
     return text[-max_chars:]

@@ -276,9 +276,9 @@ def test_a_candidate_that_prints_without_end_is_stopped_and_costs_kforge_a_tail(
 ) -> None:
     """The worker's log stops growing at the file-size limit (Python ignores SIGXFSZ, so the
     write fails: "File too large"), and what kforge keeps of it is the tail."""
-    from kforge.tools import sandbox
+    from kforge.tools import process
 
-    monkeypatch.setattr(sandbox, "MAX_FILE_BYTES", 64 << 20)
+    monkeypatch.setattr(process, "MAX_FILE_BYTES", 64 << 20)
     result = evaluate(scale_relu, CHATTY, make_cpu_options())
     assert result.status == Status.RUNTIME_ERROR, (result.status, result.log[-500:])
     assert "File too large" in result.log or "SIGXFSZ" in result.log, result.log[:2000]

@@ -17,18 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from . import profile
+from .cache import default_cache_dir
 from .quiet import timing_env
 from .result import Result, Roofline, Status
 from .sandbox import Limits, Pair, WorkerOutcome, clean_env, run_pair, run_worker
 from .static_checks import static_cheats
 from .task import Candidate, Task, TaskError, parse_candidate
-
-
-def default_cache_dir() -> Path:
-    root = os.environ.get("KFORGE_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "kforge"
-    )
-    return Path(root)
 
 
 @dataclasses.dataclass(kw_only=True)

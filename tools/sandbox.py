@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -28,22 +27,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .contain import allowed_env, enter_pid_namespace
+from .contain import allowed_env
+from .process import WORKER, Limits, _kill_group, _preexec, _rss_kb
 from .quiet import background_cpus
 
 LOG_FILE = "worker.log"
 MAX_LOG_TAIL = 8000  # characters of a worker's log kept in a Result
 MAX_RESULT_BYTES = 1 << 24  # a Result's JSON read back from the judge
-MAX_FILE_BYTES = 1 << 30  # the largest file a worker may write (its log, a built extension)
-
-
-@dataclasses.dataclass
-class Limits:
-    timeout_s: float
-    memory_limit_gb: float
-    cpu_time_s: float | None = None  # default: twice the timeout
-    isolate_network: bool = True
-    limit_address_space: bool = False  # RLIMIT_AS breaks CUDA (it reserves huge address ranges)
 
 
 @dataclasses.dataclass
@@ -78,28 +68,6 @@ def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """A worker's environment: an allowlist of the parent's variables (no credentials, even in
     a URL), then ``extra`` (:func:`.contain.allowed_env`)."""
     return allowed_env(extra or {})
-
-
-def _preexec(limits: Limits, cpus: set[int] | None, nice: bool = False) -> None:  # pragma: no cover - child
-    os.setsid()  # own process group: a hang is killed with everything it started
-    if cpus:  # off the cores reserved for timing (tools/quiet.py), with all it starts
-        os.sched_setaffinity(0, cpus)
-    if nice:  # a spare imports at the lowest priority beside the job that is running
-        os.nice(19)
-    cpu = int(limits.cpu_time_s or 2 * limits.timeout_s + 30)
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
-    if limits.limit_address_space:
-        mem = int(limits.memory_limit_gb * 2**30)
-        resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    # No file it writes, its log included, grows past this: a candidate printing gigabytes
-    # fills neither the disk nor (kforge reads logs from their end) kforge's memory.
-    resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
-    if limits.isolate_network:  # pid, mount and network namespaces: nothing outlives the worker
-        enter_pid_namespace()  # where the OS refuses, the worker's processes line says why
-
-
-WORKER = ["-P", "-m", "kforge.tools.worker"]  # -P: the working folder stays off sys.path
 
 
 class _ResultReader(threading.Thread):
@@ -282,39 +250,6 @@ def run_pair(pair: Pair, limits: Limits) -> tuple[WorkerOutcome, WorkerOutcome]:
         _outcome(watched[0], reader.result(), start, pair.judge_dir / LOG_FILE),
         _outcome(watched[1], None, start, pair.candidate_dir / LOG_FILE),
     )
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-def _rss_kb(pid: int) -> float:
-    """Memory of the worker and everything it started (compile helpers included), each page
-    shared by several of them counted once in all (the proportional set size): a fork bomb's
-    200 copies of the same pages are one copy, not 200."""
-    total = 0.0
-    for child in [pid, *_children(pid)]:
-        try:
-            with open(f"/proc/{child}/smaps_rollup") as f:
-                for line in f:
-                    if line.startswith("Pss:"):
-                        total += float(line.split()[1])
-                        break
-        except OSError:
-            continue
-    return total
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
-    except OSError:
-        return []
-    kids = [int(p) for p in text.split()]
-    return kids + [g for k in kids for g in _children(k)]
 
 
 def tail(path: Path, max_chars: int = MAX_LOG_TAIL) -> str:

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .process import WORKER, Limits, _children, _kill_group, _preexec
 from .quiet import background_cpus
-from .sandbox import WORKER, Limits, _children, _kill_group, _preexec
 
 SPARE_MODES = ("baseline",)  # single jobs that come one after another
 

@@ -93,7 +93,7 @@ def check_task_module(task: Task) -> None:
 def _checked(source: str, label: str) -> str:
     """The reason ``source`` is not a valid task ("" when it is), from a worker; the same
     source is checked once a process."""
-    from .evaluate import default_cache_dir
+    from .cache import default_cache_dir
     from .sandbox import Limits, clean_env, run_worker
 
     scratch = Path(tempfile.mkdtemp(prefix="kforge-check-"))

@@ -1,0 +1,80 @@
+"""A worker process's setup and end: its limits, what the child does before it runs (own
+process group, CPU set, rlimits, namespaces), and killing it with all it started. Shared by
+:mod:`.sandbox` (the job's workers) and :mod:`.spares` (workers started ahead of a job)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import resource
+import signal
+import subprocess
+from pathlib import Path
+
+from .contain import enter_pid_namespace
+
+MAX_FILE_BYTES = 1 << 30  # the largest file a worker may write (its log, a built extension)
+
+
+@dataclasses.dataclass
+class Limits:
+    timeout_s: float
+    memory_limit_gb: float
+    cpu_time_s: float | None = None  # default: twice the timeout
+    isolate_network: bool = True
+    limit_address_space: bool = False  # RLIMIT_AS breaks CUDA (it reserves huge address ranges)
+
+
+def _preexec(limits: Limits, cpus: set[int] | None, nice: bool = False) -> None:  # pragma: no cover - child
+    os.setsid()  # own process group: a hang is killed with everything it started
+    if cpus:  # off the cores reserved for timing (tools/quiet.py), with all it starts
+        os.sched_setaffinity(0, cpus)
+    if nice:  # a spare imports at the lowest priority beside the job that is running
+        os.nice(19)
+    cpu = int(limits.cpu_time_s or 2 * limits.timeout_s + 30)
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
+    if limits.limit_address_space:
+        mem = int(limits.memory_limit_gb * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    # No file it writes, its log included, grows past this: a candidate printing gigabytes
+    # fills neither the disk nor (kforge reads logs from their end) kforge's memory.
+    resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
+    if limits.isolate_network:  # pid, mount and network namespaces: nothing outlives the worker
+        enter_pid_namespace()  # where the OS refuses, the worker's processes line says why
+
+
+WORKER = ["-P", "-m", "kforge.tools.worker"]  # -P: the working folder stays off sys.path
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _rss_kb(pid: int) -> float:
+    """Memory of the worker and everything it started (compile helpers included), each page
+    shared by several of them counted once in all (the proportional set size): a fork bomb's
+    200 copies of the same pages are one copy, not 200."""
+    total = 0.0
+    for child in [pid, *_children(pid)]:
+        try:
+            with open(f"/proc/{child}/smaps_rollup") as f:
+                for line in f:
+                    if line.startswith("Pss:"):
+                        total += float(line.split()[1])
+                        break
+        except OSError:
+            continue
+    return total
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    kids = [int(p) for p in text.split()]
+    return kids + [g for k in kids for g in _children(k)]

@@ -173,3 +173,11 @@ def test_a_cheat_copied_into_another_run_or_an_unconfirmed_best_is_never_a_targe
     assert members == [answers[("run-b", "r2-c1")], answers[("run-b", "r2-c3")]]  # a wrong one has its reward
     pairs = rows(export("pairs", samples, tmp_path / "pairs", test_fraction=0.0), "train")
     assert pairs and not {p["chosen"][0]["content"] for p in pairs} & banned
+
+
+def test_card_quartiles_lie_between_min_and_max():
+    from kforge.agent.train.card import _distribution
+
+    for values in ([0.5, 1.0, 4.0], [1.0, 2.0], [0.9, 1.1, 1.2, 3.0, 9.0]):
+        d = _distribution(sorted(values))
+        assert d is not None and d["min"] <= d["p25"] <= d["median"] <= d["p75"] <= d["max"], d

@@ -166,3 +166,48 @@ def test_train_command_says_what_to_do_without_data(tmp_path):
     ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2 and "make it with kforge export" in result.output
+
+
+def test_a_hub_id_that_cannot_be_reached_fails_at_once_in_one_line(datasets_dir, tmp_path, monkeypatch):
+    import time
+
+    from kforge.agent.train.llm import TrainSetupError
+
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    start = time.monotonic()
+    with pytest.raises(TrainSetupError, match="cannot reach the Hugging Face hub .* tiny-model") as err:
+        train_llm(settings("sft", "someone/some-model", datasets_dir / "sft", tmp_path / "out"))
+    assert time.monotonic() - start < 15 and "\n" not in str(err.value)
+
+
+def test_examples_longer_than_max_length_say_what_to_change(tiny_model, datasets_dir, tmp_path):
+    from kforge.agent.train.llm import TrainSetupError
+
+    with pytest.raises(
+        TrainSetupError, match=r"every example is longer than 16 tokens .* use --max-length \d+"
+    ):
+        train_llm(settings("sft", tiny_model, datasets_dir / "sft", tmp_path / "out", max_length=16))
+
+
+def test_tiny_model_command_builds_a_base_offline(datasets_dir, tmp_path):
+    from kforge.agent.cli import app
+    from transformers import AutoConfig
+    from typer.testing import CliRunner
+
+    out = tmp_path / "model"
+    args = [
+        "train",
+        "tiny-model",
+        "--data",
+        str(datasets_dir / "sft"),
+        "--out",
+        str(out),
+        "--max-positions",
+        "512",
+    ]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert AutoConfig.from_pretrained(out).max_position_embeddings == 512
+    missing = CliRunner().invoke(app, ["train", "tiny-model", "--data", str(tmp_path), "--out", str(out)])
+    assert missing.exit_code == 2 and "make it with kforge export" in missing.output

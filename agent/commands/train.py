@@ -71,10 +71,34 @@ def ranker_command(
     typer.echo(str(out))
 
 
+@train_app.command("tiny-model")
+def tiny_model_command(
+    data: Annotated[
+        Path, typer.Option(help="dataset folder from kforge export (its texts train the tokenizer)")
+    ],
+    out: Annotated[Path, typer.Option(help="folder for the model (use it as --base OUT)")],
+    max_positions: Annotated[int, typer.Option(min=64, help="the longest prompt plus answer, tokens")] = 4096,
+    hidden: Annotated[int, typer.Option(min=8, help="hidden size")] = 32,
+    layers: Annotated[int, typer.Option(min=1)] = 2,
+) -> None:
+    """Build a small random Llama and its tokenizer offline, to try `train llm` with no download."""
+    from ..train.tiny import build_random_model, dataset_texts
+
+    if not (data / "train.jsonl").is_file():
+        Console(stderr=True).print(
+            f"[red]error:[/] {escape(str(data))}/train.jsonl: no such file; make it with kforge export"
+        )
+        raise typer.Exit(2)
+    build_random_model(dataset_texts(data), out, hidden=hidden, layers=layers, max_positions=max_positions)
+    typer.echo(str(out))
+
+
 @train_app.command("llm")
 def llm_command(
     method: Annotated[str, typer.Option(help="sft, dpo or grpo")],
-    base: Annotated[str, typer.Option(help="base model: a folder or a Hugging Face id")],
+    base: Annotated[
+        str, typer.Option(help="base model: a folder (offline: kforge train tiny-model) or a Hugging Face id")
+    ],
     data: Annotated[Path, typer.Option(help="dataset folder from kforge export (sft, pairs, groups)")],
     out: Annotated[Path, typer.Option(help="folder for checkpoints and the LoRA adapter")],
     max_steps: Annotated[int, typer.Option(min=1)] = 100,

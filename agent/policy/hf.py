@@ -58,7 +58,8 @@ class HFChatClient:
         room = max_tokens if limit is None else min(max_tokens, limit - ids.shape[1])
         if room <= 0:
             raise PromptTooLong(
-                f"prompt of {ids.shape[1]} tokens does not fit {self.model} ({limit} positions)"
+                f"prompt of {ids.shape[1]} tokens does not fit {self.model} ({limit} positions): use a "
+                "model with more positions (kforge train tiny-model --max-positions N for a test model)"
             )
         sampling = (
             {"do_sample": True, "temperature": temperature} if temperature > 0 else {"do_sample": False}

@@ -21,7 +21,8 @@ def _speedups(kind: str, rows: list[dict[str, Any]]) -> list[float]:
 def _distribution(values: list[float]) -> dict[str, float] | None:
     if not values:
         return None
-    quartiles = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
+    # inclusive: the quartiles of these values, within [min, max] (exclusive mode extrapolates)
+    quartiles = statistics.quantiles(values, n=4, method="inclusive") if len(values) > 1 else [values[0]] * 3
     return {
         "min": values[0],
         "p25": quartiles[0],

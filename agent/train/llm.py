@@ -121,6 +121,73 @@ def _trainer(settings: TrainSettings, model: Any, tokenizer: Any, data: Any, lor
     )
 
 
+def _hub_reachable(timeout_s: float = 3.0) -> bool:
+    import os
+    import socket
+    from urllib.parse import urlparse
+
+    url = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    try:
+        socket.create_connection(
+            (url.hostname or "huggingface.co", url.port or 443), timeout=timeout_s
+        ).close()
+    except OSError:
+        return False
+    return True
+
+
+def _local_base(base: str) -> str:
+    """``base`` as a folder transformers can load: the folder itself, the local copy of a hub
+    id, or a download. Fails at once, in one line, where the hub cannot be reached (instead of
+    retrying it for a minute)."""
+    if Path(base).is_dir():
+        return base
+    from huggingface_hub import snapshot_download
+
+    try:
+        return str(snapshot_download(base, local_files_only=True))
+    except Exception:  # noqa: BLE001 - not in the local cache (or not a hub id)
+        pass
+    if Path(base).expanduser().is_absolute() or base.startswith((".", "~")):
+        raise TrainSetupError(f"{base}: no such model folder")
+    if not _hub_reachable():
+        raise TrainSetupError(
+            f"cannot reach the Hugging Face hub for {base!r} and it is not in the local cache: pass a "
+            "model folder (kforge train tiny-model --data DATA --out MODEL builds a small one offline)"
+        )
+    try:
+        return str(snapshot_download(base))
+    except Exception as err:  # noqa: BLE001 - transformers/hub errors are many and long
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise TrainSetupError(f"cannot download {base!r}: {first}") from None
+
+
+def _text(tokenizer: Any, value: Any) -> list[int]:
+    if isinstance(value, list):  # chat messages
+        ids = tokenizer.apply_chat_template(value, tokenize=True, return_dict=True)["input_ids"]
+        return list(ids)
+    return list(tokenizer(str(value))["input_ids"])
+
+
+def check_lengths(settings: TrainSettings, data: Any, tokenizer: Any, positions: int | None) -> None:
+    """Fail in one line, saying what to change, when no example fits: every prompt plus answer
+    longer than ``--max-length`` (SFT, DPO), or every prompt longer than the model's positions."""
+    if settings.method == "grpo":
+        longest_ok, limit, flag = positions, positions, "a model with more positions"
+        lengths = [len(_text(tokenizer, row["prompt"])) for row in data]
+    else:
+        answer = "completion" if settings.method == "sft" else "chosen"
+        lengths = [len(_text(tokenizer, row["prompt"])) + len(_text(tokenizer, row[answer])) for row in data]
+        longest_ok, limit, flag = settings.max_length, settings.max_length, f"--max-length {min(lengths)}"
+        if positions is not None and min(lengths) > positions:
+            longest_ok, flag = positions, "a base model with more positions (tiny-model --max-positions)"
+    if longest_ok is not None and lengths and min(lengths) > longest_ok:
+        raise TrainSetupError(
+            f"every example is longer than {longest_ok} tokens (the shortest has {min(lengths)}; limit "
+            f"{limit}): use {flag}"
+        )
+
+
 def last_checkpoint(settings: TrainSettings) -> Path | None:
     folders = sorted(
         (settings.out / "checkpoints").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1])
@@ -136,10 +203,12 @@ def train_llm(settings: TrainSettings) -> Any:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     data = load_dataset(settings)
-    tokenizer = AutoTokenizer.from_pretrained(settings.base)
+    base = _local_base(settings.base)
+    tokenizer = AutoTokenizer.from_pretrained(base)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(settings.base)
+    model = AutoModelForCausalLM.from_pretrained(base)
+    check_lengths(settings, data, tokenizer, getattr(model.config, "max_position_embeddings", None))
     lora = (
         peft.LoraConfig(
             r=settings.lora_r,

@@ -57,3 +57,23 @@ def build_random_model(
     LlamaForCausalLM(config).save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
+
+
+def dataset_texts(data: Path) -> list[str]:
+    """Every message and answer of an exported dataset folder (its ``train.jsonl``)."""
+    import json
+
+    texts: list[str] = []
+
+    def add(value: object) -> None:
+        if isinstance(value, str):
+            texts.append(value)
+        elif isinstance(value, list):
+            for item in value:
+                add(item.get("content", "") if isinstance(item, dict) else item)
+
+    for line in (data / "train.jsonl").read_text().splitlines():
+        row = json.loads(line) if line.strip() else {}
+        for key in ("prompt", "completion", "chosen", "rejected", "task_source"):
+            add(row.get(key))
+    return texts

@@ -18,16 +18,18 @@ def _x(value: float | None) -> str:
 
 def position(features: TaskFeatures) -> str:
     """The task's roofline position in one line."""
-    floor = (
-        f"floor {_ms(features.floor_ms)} on {features.gpu}"
-        if features.floor_ms is not None
-        else "floor unknown"
+    where = (
+        f"on an {features.gpu} (assumed: no GPU figures here)"
+        if features.gpu_assumed
+        else f"on {features.gpu}"
     )
+    floor = f"floor {_ms(features.floor_ms)} {where}" if features.floor_ms is not None else "floor unknown"
+    measured = f" (measured on {features.measured_on})" if features.measured_on else ""
     kind = "launch-bound" if features.launch_bound else f"{features.bound}-bound"
     ops = f"{features.launches} kernel-launching ops" if features.launches else "ops unknown"
     return (
         f"{kind}: {features.flops / 1e9:.3g} GFLOP, {features.min_bytes / 1e6:.3g} MB minimal traffic, "
-        f"{floor}; {ops}; eager {_ms(features.eager_ms)}, torch.compile {_ms(features.compile_ms)}"
+        f"{floor}; {ops}; eager {_ms(features.eager_ms)}, torch.compile {_ms(features.compile_ms)}{measured}"
     )
 
 

@@ -76,6 +76,8 @@ class TaskFeatures:
     floor_ms: float | None = None
     bound: str = "memory"
     gpu: str | None = None
+    gpu_assumed: bool = False  # no GPU figures here (a CPU run): the floor is the assumed GPU's
+    measured_on: str | None = None  # where eager_ms and compile_ms were measured
     conv_dims: int = 0  # 1, 2 or 3 for the largest convolution input; 0 without convolutions
     eager_ms: float | None = None
     compile_ms: float | None = None
@@ -157,10 +159,13 @@ def meta_instance(task_path: Path) -> tuple[torch.nn.Module, list[Any]]:
 def task_features(
     task: Task, hardware: GpuSpec | None, precision: str, baseline: Result | None
 ) -> TaskFeatures:
-    features = TaskFeatures(gpu=(hardware.canonical if hardware else None) or ASSUMED_GPU)
+    known = hardware is not None and bool(hardware.peak_gbps)
+    features = TaskFeatures(gpu=(hardware.canonical if known and hardware else None) or ASSUMED_GPU)
+    features.gpu_assumed = not known
     if baseline is not None:
         features.eager_ms, features.compile_ms = baseline.eager_ms, baseline.compile_ms
-    gpu = hardware if hardware is not None and hardware.peak_gbps else spec_for(ASSUMED_GPU)
+        features.measured_on = baseline.gpu or baseline.device
+    gpu = hardware if known and hardware is not None else spec_for(ASSUMED_GPU)
     counter = _OpCounter()
     try:
         model, inputs = meta_instance(task.path)

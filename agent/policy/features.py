@@ -164,7 +164,7 @@ def task_features(
     features.gpu_assumed = not known
     if baseline is not None:
         features.eager_ms, features.compile_ms = baseline.eager_ms, baseline.compile_ms
-        features.measured_on = baseline.gpu or baseline.device
+        features.measured_on = (baseline.roofline.gpu if baseline.roofline else None) or baseline.device
     gpu = hardware if known and hardware is not None else spec_for(ASSUMED_GPU)
     counter = _OpCounter()
     try:

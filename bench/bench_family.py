@@ -2,7 +2,7 @@
 task by task beside a full batch's reported result on the same tasks: the family vs eager and
 vs torch.compile (each against the baselines of its own run), the full batch's best vs eager,
 and what taking the better of the two per task would give. Writes the markdown for
-docs/benchmarks.md.
+docs/results.md and docs/log/.
 
     python bench/bench_family.py docs/data/kb-h200-nchw [more family batches ...] \
         --against docs/data/kb-h200-fp32-v3 [--md family.md]

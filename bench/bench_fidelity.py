@@ -28,7 +28,7 @@ attention (bench/tasks), and the KernelBench L3 networks of many small layers gi
   on a drifting host this ratio is only as good as the drift (median over many tasks).
 
 The plain loop in this process is printed beside them: a launch-bound loop is not
-reproducible between processes either (docs/benchmarks.md).
+reproducible between processes either (docs/log/2026-11-23-timing-vcpus-and-blocks.md).
 
 With ``--load N`` each task is evaluated twice more with N busy processes on the host, as a
 batch's own background work (nvcc, Inductor compile pools, other GPUs' workers) would be:

@@ -14,7 +14,8 @@ full) and the offline time per call (N calls between two CUDA events after an L2
 Every callable runs interleaved with the others, in rounds, and the medians over rounds are
 printed. Usage: ``python3 bench/bench_hgemm_host.py [--rounds 15] [--calls 200]
 [M,N,K:CONFIG ...]`` (configs as ``kforge gemm`` names them); the defaults are middle shapes
-where the tuned kernel lost to torch.matmul offline in docs/benchmarks.md."""
+where the tuned kernel lost to torch.matmul offline
+(docs/log/2026-11-23-hgemm-host-path.md)."""
 
 from __future__ import annotations
 

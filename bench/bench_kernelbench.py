@@ -1,7 +1,7 @@
 """KernelBench with the embedded policy: the summary table of each batch folder (titled by
 its precision class: strict fp32, tf32 allowed, ...) beside torch.compile (default) and eager
 measured in the same runs, and the issue's bar checked on the strict fp32 ones. Writes the
-markdown for docs/benchmarks.md.
+markdown for docs/results.md and docs/log/.
 
     kforge batch KB --level 1,2,3 --limit 30 --device cuda --out runs/kb-fp32
     python bench/bench_kernelbench.py runs/kb-fp32 [runs/kb-tf32 ...] [--md kernelbench.md]

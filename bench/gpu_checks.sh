@@ -1,6 +1,6 @@
 #!/bin/bash
 # The evaluation engine's GPU measurements and tests, one part per device call (each fits a
-# 10-minute call on an H100). Results go to $OUT; record them in docs/benchmarks.md.
+# 10-minute call on an H100). Results go to $OUT; record them in docs/results.md and a docs/log/ entry.
 #
 #   carry: [".kb"] (a KernelBench checkout, for fidelity), [".whl/agent"] (wheels, for tests)
 #   command: bash bench/gpu_checks.sh fidelity|launchbound|drift|throughput|tests|profile|kbprofile|convlayout|convs|autotune

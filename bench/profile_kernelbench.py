@@ -4,8 +4,8 @@ For each task, one forward of the reference Model (after three warm-up forwards,
 precision class's flags: strict fp32 turns TF32 off, cuDNN's too) runs inside the NVTX range
 that kforge's profiler reads, under ncu with the same metrics as ``kforge eval --ncu``.
 Printed per task: the forward's GPU time over its kernels, time-weighted SM and DRAM
-throughput, and the longest kernels with their share. This is the profile behind "why a
-level falls short" in docs/benchmarks.md.
+throughput, and the longest kernels with their share. This is the profile behind "where eager
+already sits" in docs/results.md.
 
     python bench/profile_kernelbench.py .kb/KernelBench --level 2 --tasks 1,2,4,10 [--limit 30]
 """

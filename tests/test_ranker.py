@@ -52,7 +52,8 @@ def test_nchw_prior_only_for_2d_3d_convolutions_and_the_shipped_model_tries_it_o
     for task in synth_tasks(200, seed=5):
         assert ("compile-nchw" in task.log2_speedups) == (task.features.conv_dims in (2, 3)), task.name
     # KernelBench L2 19 (ConvTranspose2d, GELU, GroupNorm) as the planner saw it on the H200: torch.compile
-    # trails eager there; compiled on NCHW it ran at 1.17-1.20x of eager (docs/benchmarks.md, compile-nchw)
+    # trails eager there; compiled on NCHW it ran at 1.17-1.20x of eager
+    # (docs/log/2026-11-23-compile-nchw.md)
     features = TaskFeatures(
         gpu="H200", bound="compute", flops=6.18e11, min_bytes=4.33e9, launches=3, conv_dims=2,
         eager_ms=14.56, compile_ms=16.53, floor_ms=9.23,

@@ -13,7 +13,8 @@ the fp32 partials, in the same launch (as the Triton split-K kernel does).
 
 What it is for: ``mma.sync`` reaches well under wgmma's peak on an H100, so it cannot win a
 GPU-bound shape; it is here for the small host-bound ones, where a launch through one C++
-function might beat Triton's launcher (measured: it does not, see docs/benchmarks.md). The
+function might beat Triton's launcher (measured: it does not, see
+docs/log/2026-11-23-hgemm-stream-k-and-cuda.md). The
 search keeps it where it measures fastest.
 """
 

@@ -23,7 +23,7 @@ plain loop without it, 1.04 and 1.02 with it), but the device's hosts are virtua
 whose vCPUs run at different speeds (a 20-op chain at 0.13 ms on some vCPUs and 0.21-0.46
 ms on others, which ones changing from process to process), so a pinned thread is only as
 fast as the vCPU it got: pinned workers timed EfficientNetB2's eager forward 2x slower on an
-idle host once (docs/benchmarks.md, issue 17).
+idle host once (docs/log/2026-11-23-timing-host-load.md).
 """
 
 from __future__ import annotations

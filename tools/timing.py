@@ -103,7 +103,7 @@ class Timer:
         an untimed call: a launch-bound forward dispatches faster on the host when it ran just
         before (its code and data warm in the CPU's caches), as it always did in a plain loop.
         Single calls interleaved timed EfficientNetB2's eager forward 6-10% over a plain loop on
-        an H100's host; blocks of five 2.5% (docs/benchmarks.md, issue 17).
+        an H100's host; blocks of five 2.5% (docs/log/2026-11-23-timing-vcpus-and-blocks.md).
         A slot is a local callable or a candidate in another process (:mod:`.remote`); each
         block's wall time, taken here, goes to ``walls`` (the judge's check of the claims).
         ``on_last(name, output)`` gets each slot's output in the final round."""

@@ -114,7 +114,8 @@ def fit_with_prior(
     """Families measured at least ``min_measured`` times are fit on the measurements alone;
     the others on the prior (synthetic) examples plus what was measured of them, counted
     ``measured_weight`` times. On 85 KernelBench tasks, mixing the synthetic prior into the
-    well-measured families made the first pick worse (docs/benchmarks.md, ranker)."""
+    well-measured families made the first pick worse
+    (docs/log/2026-11-22-kernelbench-h200-first-measurement.md)."""
     counts: dict[str, int] = {}
     for ex in measured:
         counts[ex.family] = counts.get(ex.family, 0) + 1

@@ -34,8 +34,9 @@ ARCHETYPES: dict[str, dict[str, tuple[float, float, float]]] = {
         "compile-graph": (0.05, 0.1, 0.05), "cudnn-benchmark": (0.4, 0.3, 0.0), "cudnn-compile": (0.5, 0.3, 0.02),
         "channels-last": (0.2, 0.4, 0.05), "compile-max-autotune-no-cudagraphs": (0.1, 0.2, 0.1),
         "compile-max-autotune": (0.1, 0.2, 0.1), "tf32x3-conv": (0.2, 0.15, 0.1),
-        # from bench_conv_layout (14 KernelBench conv tasks on an H200, docs/benchmarks.md): log2
-        # speedup over eager 0.33 mean, 0.22 spread; the shipped model is fit on the batch instead
+        # from bench_conv_layout (14 KernelBench conv tasks on an H200,
+        # docs/log/2026-11-23-compile-nchw.md): log2 speedup over eager 0.33 mean, 0.22 spread;
+        # the shipped model is fit on the batch instead
         "compile-nchw": (0.33, 0.22, 0.02),
     },
     "elementwise": {

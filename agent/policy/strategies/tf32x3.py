@@ -9,7 +9,7 @@ mm / bmm / ``@`` and matrix-shaped einsum whose shapes give the tensor cores eno
 
 This is not a precision class: 3xTF32 keeps about 22 of fp32's 24 significand bits per
 product and accumulates in fp32, and on KernelBench's GEMMs its error against a float64
-product was below cuBLAS fp32's (docs/benchmarks.md). Every candidate still passes the
+product was below cuBLAS fp32's (docs/results.md). Every candidate still passes the
 strict check, allclose at 1e-4 and the float64 error bound of the fp32 class, or is
 rejected as precision lowered.
 """

@@ -382,3 +382,16 @@ def test_tf32x3_conv_candidate_is_verified_by_the_engine_and_a_broken_kernel_is_
     good, bad = evaluate_many(load_task(path), [source, broken], make_cpu_options())
     assert good.status == Status.OK and good.correct, good.log
     assert bad.status == Status.INCORRECT, bad.log
+
+
+def test_on_a_cpu_prior_triton_kernels_of_large_tasks_are_skipped_with_a_reason():
+    """Triton on a CPU is its interpreter: a small task's kernel is tried, a large one's is not."""
+    big = Path(__file__).parents[1] / "examples" / "tasks" / "softmax.py"
+    _, analysis, _ = _analysis(big)
+    assert analysis.corpus is not None
+    assert "corpus-triton" in {s.family for s in registry.base_specs(analysis, "fp32", "cuda")}
+    assert "corpus-triton" not in {s.family for s in registry.base_specs(analysis, "fp32", "cpu")}
+    (note,) = [n for n in analysis.notes if "skipped on the CPU" in n]
+    assert "interpreter" in note and "MB" in note
+    _, small, _ = _analysis(FIXTURES / "softmax_rows.py")
+    assert "corpus-triton" in {s.family for s in registry.base_specs(small, "fp32", "cpu")}

@@ -76,6 +76,10 @@ def analyse_task(task: Task, features: TaskFeatures) -> TaskAnalysis:
     return analysis
 
 
+# On a CPU, Triton kernels run in the interpreter: tasks moving more than this are too slow there.
+INTERPRETER_MAX_BYTES = 4e6
+
+
 def base_specs(analysis: TaskAnalysis, precision_class: str, device: str) -> list[Spec]:
     features = analysis.features
     specs: list[Spec] = []
@@ -87,10 +91,23 @@ def base_specs(analysis: TaskAnalysis, precision_class: str, device: str) -> lis
             specs.append(tf32x3.spec(analysis.gemm3[1]))
         if analysis.conv3 is not None:
             specs.append(tf32x3.conv_spec(analysis.conv3[1]))
-    if analysis.corpus is not None:
-        specs.append(corpus_kernels.spec(analysis.corpus[0], 0))
-    if analysis.hgemm is not None:
-        specs.append(hgemm_tuned.base(analysis.hgemm, device))
+    triton = [
+        name
+        for name, found in (("prior Triton kernels", analysis.corpus), ("the Triton GEMM", analysis.hgemm))
+        if found
+    ]
+    if triton and device != "cuda" and analysis.features.min_bytes > INTERPRETER_MAX_BYTES:
+        note = (
+            f"{' and '.join(triton)} skipped on the CPU: Triton runs there only in its interpreter, and "
+            f"{analysis.features.min_bytes / 1e6:.3g} MB would take minutes a call (limit {INTERPRETER_MAX_BYTES / 1e6:g} MB)"
+        )
+        if note not in analysis.notes:
+            analysis.notes.append(note)
+    elif triton:
+        if analysis.corpus is not None:
+            specs.append(corpus_kernels.spec(analysis.corpus[0], 0))
+        if analysis.hgemm is not None:
+            specs.append(hgemm_tuned.base(analysis.hgemm, device))
     specs += compile_modes.specs(features, device)
     specs += cuda_graph.specs(features, device)
     specs += conv.specs(features, device, channels_last=not analysis.views)

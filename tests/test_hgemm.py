@@ -17,9 +17,9 @@ import pytest
 import torch
 import typer
 from kforge.agent.commands.gemm import read_shapes
-from kforge.agent.commands.gemm_report import summary, table_configs
-from kforge.tools.hgemm import TOLERANCE, HgemmConfig, hgemm, reference, relative_error
-from kforge.tools.hgemm_dispatch import load_table, save_table
+from kforge.tools.gemm.dispatch import load_table, save_table
+from kforge.tools.gemm.kernels import TOLERANCE, HgemmConfig, hgemm, reference, relative_error
+from kforge.tools.gemm.report import summary, table_configs
 
 
 def _fp16_accumulated(a: torch.Tensor, b: torch.Tensor, block_k: int = 64) -> torch.Tensor:
@@ -52,8 +52,8 @@ def test_triton_kernel_passes_and_its_fp16_accumulating_variant_is_caught_under_
     at import)."""
     code = """
 import json, torch
-import kforge.tools.hgemm as hgemm_module
-from kforge.tools.hgemm import HgemmConfig, hgemm, reference, relative_error, subtile
+import kforge.tools.gemm.kernels as hgemm_module
+from kforge.tools.gemm.kernels import HgemmConfig, hgemm, reference, relative_error, subtile
 torch.manual_seed(0)
 errs = {}
 for m, n, k, split in [(40, 24, 1000, 1), (40, 24, 1000, 2), (16, 48, 32, 1), (32, 16, 768, 3)]:
@@ -114,7 +114,7 @@ def test_config_names_and_the_dispatch_table_round_trip(tmp_path: Path):
 def test_cuda_kernels_compile_for_hopper_without_register_spills(tmp_path: Path):
     """Every CUDA C++ tile config builds for sm_90 with nvcc, and none spills registers (a
     64 x 64 warp tile would: 128 fp32 accumulators a thread)."""
-    from kforge.tools.hgemm_cuda import CUDA_TILES, kernel_source
+    from kforge.tools.gemm.cuda import CUDA_TILES, kernel_source
     from torch.utils.cpp_extension import CUDA_HOME
 
     nvcc = shutil.which("nvcc") or (CUDA_HOME and str(Path(CUDA_HOME) / "bin" / "nvcc"))
@@ -129,7 +129,7 @@ def test_cuda_kernels_compile_for_hopper_without_register_spills(tmp_path: Path)
 
 
 def test_cuda_configs_name_their_kernel():
-    from kforge.tools.hgemm_cuda import CUDA_TILES, tile_index
+    from kforge.tools.gemm.cuda import CUDA_TILES, tile_index
 
     for i, (bm, bn, bk, wm, wn, stages) in enumerate(CUDA_TILES):
         cfg = HgemmConfig(bm, bn, bk, 8, 2, wm * wn, stages, cuda=True)
@@ -150,7 +150,7 @@ def test_search_families_go_where_they_can_help():
     where the output tiles fill half the SMs and rows are 16-byte aligned (TMA split-K below
     that), split-K below a wave;
     with a prior winner the 64+-row tile family is that config alone."""
-    from kforge.tools.hgemm_search import candidates, family
+    from kforge.tools.gemm.search import candidates, family
 
     def families(m: int, n: int, k: int, **kw) -> set[str]:
         return {family(c) for c in candidates(m, n, k, 132, **kw)}
@@ -209,8 +209,8 @@ def test_table_keeps_only_shapes_where_the_kernel_won_and_summary_gives_geomeans
 
 @pytest.mark.gpu
 def test_kernel_and_dispatch_match_torch_on_the_gpu():
-    import kforge.tools.hgemm as hg
-    import kforge.tools.hgemm_dispatch as dispatch
+    import kforge.tools.gemm.dispatch as dispatch
+    import kforge.tools.gemm.kernels as hg
     from kforge import gemm
 
     for m, n, k, cfg in [
@@ -237,8 +237,8 @@ def test_kernel_and_dispatch_match_torch_on_the_gpu():
 
 @pytest.mark.gpu
 def test_cublaslt_algorithms_compute_the_product_and_the_tma_kernel_matches():
-    from kforge.tools.cublaslt import LtGemm
-    from kforge.tools.hgemm import hgemm
+    from kforge.tools.gemm.cublaslt import LtGemm
+    from kforge.tools.gemm.kernels import hgemm
 
     m, n, k = 384, 256, 1024
     a, b = torch.randn(m, k, device="cuda").half(), torch.randn(k, n, device="cuda").half()
@@ -269,7 +269,7 @@ def test_stream_k_sums_every_part_of_every_tile_on_the_gpu():
     """Stream-K with every tile spread over the SMs (96 tiles on 132 SMs) and with spread
     tiles before whole waves (512 tiles: 248 spread, 264 one a program), five calls each on
     fresh inputs: a part summed twice or lost, or a counter left set, fails the check."""
-    from kforge.tools.hgemm import hgemm
+    from kforge.tools.gemm.kernels import hgemm
 
     for m, n, k in [(12288, 256, 1024), (4096, 4096, 512), (1000, 520, 4104)]:
         cfg = HgemmConfig(
@@ -285,9 +285,9 @@ def test_cuda_kernels_match_the_reference_on_ragged_shapes():
     """Every CUDA C++ tile config on M, N and K that are not tile multiples (rows past M and
     chunks past N and K zero-filled), with and without split-K, twice (the split-K counters
     are reset); unaligned operands are refused, and the dispatcher sends them to torch.matmul."""
-    import kforge.tools.hgemm as hg
-    import kforge.tools.hgemm_dispatch as dispatch
-    from kforge.tools.hgemm_cuda import CUDA_TILES
+    import kforge.tools.gemm.dispatch as dispatch
+    import kforge.tools.gemm.kernels as hg
+    from kforge.tools.gemm.cuda import CUDA_TILES
 
     for bm, bn, bk, wm, wn, stages in CUDA_TILES:
         m, n, k = 3 * bm + 5, bn + 8, 5 * bk + 8
@@ -317,8 +317,8 @@ def test_cuda_kernels_match_the_reference_on_ragged_shapes():
 def test_a_tuned_shape_is_a_task_the_evaluator_checks_like_any_other(tmp_path: Path, make_cpu_options):
     """The written task and candidate go through kforge's evaluator (fp16 class) on the CPU,
     the Triton kernel under the interpreter; the candidate's error is the fp32-accumulation one."""
-    from kforge.agent.commands.gemm_tasks import write_tasks
     from kforge.tools.evaluate import evaluate_many
+    from kforge.tools.gemm.tasks import write_tasks
     from kforge.tools.result import Status
     from kforge.tools.task import load_task
 
@@ -335,7 +335,7 @@ def test_a_known_shape_launches_its_compiled_kernel_straight(monkeypatch):
     split-K workspace and counters (kept between calls) and a new C each call; any other
     call (another dtype, an unaligned view) takes the checked path. The compiled kernel is
     a recorder here: on the CPU the interpreter runs kernels and there is none."""
-    import kforge.tools.hgemm as hg
+    import kforge.tools.gemm.kernels as hg
 
     launches: list[tuple] = []
 
@@ -376,7 +376,7 @@ def test_a_triton_3_6_launcher_is_called_bare_with_its_scratch_allocated_once(mo
     on every call; the plan's launch calls its C entry point with one scratch buffer,
     allocated once, and the same grid, flags and arguments. A launcher of another shape
     is called as it is (the test above)."""
-    import kforge.tools.hgemm as hg
+    import kforge.tools.gemm.kernels as hg
     from triton.runtime import _allocation
 
     calls: list[tuple] = []
@@ -421,7 +421,7 @@ def test_the_dispatcher_remembers_each_operand_layout(monkeypatch):
     """kforge.gemm.matmul: a layout seen before goes to its remembered launch when the
     operands are 16-byte aligned, or to torch.matmul when it is not the table's; an unaligned
     view of a known layout takes the checked path, and the memory stays bounded."""
-    import kforge.tools.hgemm_dispatch as dispatch
+    import kforge.tools.gemm.dispatch as dispatch
 
     monkeypatch.setattr(dispatch, "_DISPATCH", {})
     a, b = torch.randn(32, 64).half(), torch.randn(64, 16).half()

@@ -22,12 +22,12 @@ import typer
 from .eval import bad_input
 
 if TYPE_CHECKING:  # torch and triton are imported by the command, not by `kforge --help`
-    from ...tools.hgemm import HgemmConfig
+    from ...tools.gemm.kernels import HgemmConfig
 
 
 def fields() -> list[str]:
     """The results CSV's columns."""
-    from ...tools.hgemm_search import ShapeResult
+    from ...tools.gemm.search import ShapeResult
 
     return [f.name for f in dataclasses.fields(ShapeResult)]
 
@@ -59,7 +59,7 @@ def read_prior(path: Path | None) -> dict[tuple[int, int, int], HgemmConfig]:
         return {}
     if not path.is_file():
         raise bad_input(f"--prior {path}: no such results CSV (a kforge gemm run's results.csv)")
-    from ...tools.hgemm import HgemmConfig
+    from ...tools.gemm.kernels import HgemmConfig
 
     with path.open() as f:
         return {
@@ -74,7 +74,7 @@ def run_worker(
     """Search and measure each shape not yet in this GPU's CSV, appending one row each."""
     import torch
 
-    from ...tools.hgemm_search import measure_shape, search_shape
+    from ...tools.gemm.search import measure_shape, search_shape
 
     device = torch.device("cuda", gpu)
     torch.cuda.set_device(device)
@@ -139,10 +139,10 @@ def spawn_workers(
 def finish(out: Path, gpu_name: str) -> None:
     """Merged results CSV, the dispatch table (shapes where the kernel beat torch.matmul
     offline), the plot, each shape as a task with its kernel as a candidate, and a summary."""
-    from ...tools.hgemm import HgemmConfig
-    from ...tools.hgemm_dispatch import save_table, table_path
-    from .gemm_report import plot, summary, table_configs
-    from .gemm_tasks import write_tasks
+    from ...tools.gemm.dispatch import save_table, table_path
+    from ...tools.gemm.kernels import HgemmConfig
+    from ...tools.gemm.report import plot, summary, table_configs
+    from ...tools.gemm.tasks import write_tasks
 
     rows = read_results(out)
     with (out / "results.csv").open("w", newline="") as f:

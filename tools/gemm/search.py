@@ -1,10 +1,10 @@
-"""Per-shape search and measurement for the fp16 GEMM of ``tools/hgemm.py``.
+"""Per-shape search and measurement for the fp16 GEMM of ``tools/gemm/kernels.py``.
 
 ``search_shape`` compiles, verifies and quickly times every candidate config for one
 (M, N, K) and keeps the fastest correct one. ``measure_shape`` then times that kernel
 against torch.matmul (as users call it), torch's cuBLASLt path (heuristic algorithm) and
 cuBLASLt's best algorithm (every one its heuristic offers with a 32 MiB workspace, verified
-and timed; ``tools/cublaslt.py``) on fresh inputs, every output verified, in a per-shape
+and timed; ``tools/gemm/cublaslt.py``) on fresh inputs, every output verified, in a per-shape
 random order, two ways:
 
 * offline: ``reps`` calls back to back between two CUDA events after an L2 flush, the
@@ -28,12 +28,12 @@ import triton
 from triton.compiler.errors import CompilationError
 from triton.runtime.errors import OutOfResources
 
-from . import hgemm_cuda
+from ..timing import LocalSlot, Timer
+from . import cuda
 from .cublaslt import LtGemm
-from .hgemm import TOLERANCE, HgemmConfig, hgemm, reference, relative_error
-from .hgemm_cuda import CUDA_TILES
-from .hgemm_tma import streamk_split
-from .timing import LocalSlot, Timer
+from .cuda import CUDA_TILES
+from .kernels import TOLERANCE, HgemmConfig, hgemm, reference, relative_error
+from .tma import streamk_split
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages): wgmma tiles (64-row multiples).
 TILES = [
@@ -57,11 +57,11 @@ SMALL_M_TILES = [
     (32, 128, 64, 4, 4),
     (16, 128, 128, 4, 3),
 ]
-# The persistent TMA schedule (tools/hgemm_tma.py), for shapes with half a wave of output tiles
+# The persistent TMA schedule (tools/gemm/tma.py), for shapes with half a wave of output tiles
 # or more (below a wave, one tile a program); True = with warp specialisation.
 TMA_TILES = [
     (128, 256, 64, 8, 3, False),
-    (128, 256, 64, 8, 4, False),  # C stored in halves (hgemm_tma.subtile) to fit 4 stages
+    (128, 256, 64, 8, 4, False),  # C stored in halves (tma.subtile) to fit 4 stages
     (256, 128, 64, 8, 3, False),
     (128, 128, 64, 8, 4, False),
     (128, 128, 64, 4, 4, False),
@@ -69,7 +69,7 @@ TMA_TILES = [
     (128, 256, 64, 8, 3, True),
     (128, 128, 64, 8, 4, True),
 ]
-# Split-K on TMA loads (tools/hgemm_tma.py), for shapes below half a wave of output tiles.
+# Split-K on TMA loads (tools/gemm/tma.py), for shapes below half a wave of output tiles.
 TMA_SPLIT_TILES = [
     (128, 128, 64, 8, 4),
     (128, 128, 64, 4, 4),
@@ -77,7 +77,7 @@ TMA_SPLIT_TILES = [
     (64, 128, 64, 4, 4),
     (64, 64, 128, 4, 3),
 ]
-# Stream-K on TMA loads (tools/hgemm_tma.py), for shapes whose last wave of tiles is part-empty.
+# Stream-K on TMA loads (tools/gemm/tma.py), for shapes whose last wave of tiles is part-empty.
 STREAMK_TILES = [
     (128, 256, 64, 8, 3),
     (128, 128, 64, 8, 4),
@@ -233,7 +233,7 @@ def search_shape(
     best: tuple[float, HgemmConfig] | None = None
     configs = candidates(m, n, k, sms) if prior is None else [prior, *candidates(m, n, k, sms, FAMILIES[1:])]
     configs = list(dict.fromkeys(configs))  # a prior from the TMA or small-M family is tried once
-    why = hgemm_cuda.unavailable() if any(c.cuda for c in configs) else None
+    why = cuda.unavailable() if any(c.cuda for c in configs) else None
     if why is not None:
         log.append(f"{m}x{n}x{k}: CUDA C++ candidates left out: {why}")
         configs = [c for c in configs if not c.cuda]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ...tools.hgemm import HgemmConfig
+from .kernels import HgemmConfig
 
 
 def geomean(values: list[float]) -> float:

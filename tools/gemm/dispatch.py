@@ -1,5 +1,5 @@
 """The per-GPU dispatch table of ``kforge gemm``'s tuned fp16 GEMMs and the dispatcher
-``kforge.gemm.matmul``: the tuned kernel (``tools/hgemm.py``) for a known (M, N, K), torch.matmul
+``kforge.gemm.matmul``: the tuned kernel (``tools/gemm/kernels.py``) for a known (M, N, K), torch.matmul
 otherwise."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from typing import Any
 
 import torch
 
-from . import hgemm as kernels
-from .hgemm import HgemmConfig, hgemm
-from .hgemm_tma import tma_aligned
+from . import kernels
+from .kernels import HgemmConfig, hgemm
+from .tma import tma_aligned
 
-TABLE_DIR = Path(__file__).resolve().parent / "gemm_tables"
+TABLE_DIR = Path(__file__).resolve().parent / "tables"
 
 
 def table_path(gpu_name: str, directory: Path = TABLE_DIR) -> Path:

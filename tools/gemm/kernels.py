@@ -1,15 +1,15 @@
 """Half-precision GEMM, C = A @ B with fp16 A, B and C and an fp32 accumulator: one Triton
 kernel with per-shape tile configs, its compiled per-shape launch, and the check that tells
-fp32 from fp16 accumulation (the dispatch table and ``matmul`` are in ``tools/hgemm_dispatch.py``).
+fp32 from fp16 accumulation (the dispatch table and ``matmul`` are in ``tools/gemm/dispatch.py``).
 
 On Hopper, Triton lowers ``tl.dot`` of fp16 tiles with 4+ warps and a 64-row block to wgmma
 and pipelines the loads over ``num_stages`` buffers. SPLIT_K > 1 splits the K loop over a
 second grid axis for shapes with too few output tiles to fill the SMs: each slice writes an
 fp32 partial and the last slice to finish a tile sums them and rounds to fp16 once, in the
-same launch. Configs with ``tma`` run the persistent TMA kernel of ``tools/hgemm_tma.py``
+same launch. Configs with ``tma`` run the persistent TMA kernel of ``tools/gemm/tma.py``
 instead (``warp_spec``: with Triton's warp specialisation), or with ``split_k`` > 1 its
 split-K kernel on TMA loads, or with ``stream_k`` its stream-K kernel. Configs with ``cuda``
-run the hand-written CUDA C++ kernel of ``tools/hgemm_cuda.py``.
+run the hand-written CUDA C++ kernel of ``tools/gemm/cuda.py``.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import torch
 import triton
 import triton.language as tl
 
-from . import hgemm_cuda
-from .hgemm_tma import (
+from . import cuda
+from .tma import (
     TMA_KERNEL,
     TMA_SPLIT_KERNEL,
     TMA_STREAMK_KERNEL,
@@ -50,10 +50,10 @@ class HgemmConfig:
     num_warps: int = 4
     num_stages: int = 3
     acc_fp16: bool = False  # the wrong kernel the correctness check must reject
-    tma: bool = False  # the TMA kernels (tools/hgemm_tma.py): persistent, or split-K with split_k > 1
+    tma: bool = False  # the TMA kernels (tools/gemm/tma.py): persistent, or split-K with split_k > 1
     warp_spec: bool = False  # ... with warp-specialised loads and MMAs
     stream_k: bool = False  # ... the stream-K kernel (with tma)
-    cuda: bool = False  # the CUDA C++ kernel of tools/hgemm_cuda.py (mma.sync), not Triton
+    cuda: bool = False  # the CUDA C++ kernel of tools/gemm/cuda.py (mma.sync), not Triton
 
     def __hash__(self) -> int:  # computed once: a known shape's call hashes its config
         cached = self.__dict__.get("_hash")
@@ -155,7 +155,7 @@ class _Plan:
     device_index: int
     ws: torch.Tensor | None = None  # split-K's fp32 partials, kept between calls
     persistent: bool = False  # the persistent TMA kernel: no workspace or counters
-    cuda_tile: int | None = None  # the CUDA C++ kernel: its entry in hgemm_cuda.CUDA_TILES
+    cuda_tile: int | None = None  # the CUDA C++ kernel: its entry in cuda.CUDA_TILES
     kernel: Any = None
     launch: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
 
@@ -191,7 +191,7 @@ def _plan(a: torch.Tensor, b: torch.Tensor, cfg: HgemmConfig) -> _Plan:
             raise ValueError(
                 f"{cfg.name}: the CUDA C++ kernel runs on a CUDA GPU, without TMA or fp16 accumulation"
             )
-        tile = hgemm_cuda.tile_index(cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_warps, cfg.num_stages)
+        tile = cuda.tile_index(cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_warps, cfg.num_stages)
         partials = torch.empty((split, m, n), device=a.device, dtype=torch.float32) if split > 1 else None
         counters = torch.zeros(tiles, dtype=torch.int32, device=a.device)
         return _Plan((tiles, split), (m, n, k), counters, a.get_device(), partials, cuda_tile=tile)
@@ -296,7 +296,7 @@ def _bare_launch(run: Any, programs: int, metadata: Any) -> tuple[Any, tuple[Any
 def _compile(plan: _Plan, cfg: HgemmConfig, tensors: tuple[torch.Tensor, ...]) -> None:
     """Compile the plan's kernel without running it; under the interpreter, run it instead."""
     if cfg.cuda:
-        plan.kernel = hgemm_cuda.extension().hgemm
+        plan.kernel = cuda.extension().hgemm
         return
     opts = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
     jit = _hgemm_kernel

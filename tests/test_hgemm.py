@@ -17,7 +17,7 @@ import pytest
 import torch
 import typer
 from kforge.agent.commands.gemm import read_shapes
-from kforge.tools.gemm.dispatch import load_table, save_table
+from kforge.tools.gemm.dispatch import load_table, save_table, table_path
 from kforge.tools.gemm.kernels import TOLERANCE, HgemmConfig, hgemm, reference, relative_error
 from kforge.tools.gemm.report import summary, table_configs
 
@@ -64,14 +64,14 @@ for m, n, k, split in [(40, 24, 1000, 1), (40, 24, 1000, 2), (16, 48, 32, 1), (3
         assert out.shape == (m, n) and out.dtype == torch.float16
         errs[f"{m}x{n}x{k}-s{split}-{acc16}"] = relative_error(out, ref)
     if split > 1:  # split-K on TMA loads: contiguous K slices, partials summed by the last
-        out = hgemm(a, b, HgemmConfig(16, 16, 32, split_k=split, tma=True))
+        out = hgemm(a, b, HgemmConfig(16, 16, 32, split_k=split, kind="tma"))
         errs[f"{m}x{n}x{k}-tmas{split}-False"] = relative_error(out, ref)
     if split == 1:  # the persistent TMA schedule: 4 programs loop over the tiles, edges zero-filled
         for ws in (False, True):
-            out = hgemm(a, b, HgemmConfig(16, 16, 32, group_m=2, tma=True, warp_spec=ws))
+            out = hgemm(a, b, HgemmConfig(16, 16, 32, group_m=2, kind="tma_ws" if ws else "tma"))
             errs[f"{m}x{n}x{k}-tma{ws}-False"] = relative_error(out, ref)
         hgemm_module.subtile = lambda *tile: True  # C stored in two halves, as 128x256 tiles do
-        out = hgemm(a, b, HgemmConfig(16, 16, 32, num_stages=5, tma=True))
+        out = hgemm(a, b, HgemmConfig(16, 16, 32, num_stages=5, kind="tma"))
         hgemm_module.subtile = subtile
         errs[f"{m}x{n}x{k}-tmahalves-False"] = relative_error(out, ref)
 # Stream-K over 4 programs: every tile's K blocks spread (6 tiles), a mix of spread tiles and
@@ -80,7 +80,7 @@ for m, n, k in [(40, 24, 1000), (100, 40, 520), (80, 48, 256)]:
     a, b = torch.randn(m, k).half(), torch.randn(k, n).half()
     ref = reference(a, b)
     for call in range(2):
-        out = hgemm(a, b, HgemmConfig(16, 16, 32, group_m=2, tma=True, stream_k=True))
+        out = hgemm(a, b, HgemmConfig(16, 16, 32, group_m=2, kind="stream_k"))
         errs[f"{m}x{n}x{k}-streamk{call}-False"] = relative_error(out, ref)
 print(json.dumps(errs))
 """
@@ -100,15 +100,45 @@ def test_config_names_and_the_dispatch_table_round_trip(tmp_path: Path):
     assert HgemmConfig.from_name(cfg.name) == cfg
     assert HgemmConfig.from_name(HgemmConfig(64, 64, 16, acc_fp16=True).name).acc_fp16
     for ws in (False, True):
-        tma = HgemmConfig(128, 256, 64, num_warps=8, tma=True, warp_spec=ws)
+        tma = HgemmConfig(128, 256, 64, num_warps=8, kind="tma_ws" if ws else "tma")
         assert HgemmConfig.from_name(tma.name) == tma
-    streamk = HgemmConfig(128, 128, 64, num_warps=8, num_stages=4, tma=True, stream_k=True)
+    streamk = HgemmConfig(128, 128, 64, num_warps=8, num_stages=4, kind="stream_k")
     assert streamk.name == "128x128x64-g8-s1-w8-p4-streamk" and HgemmConfig.from_name(streamk.name) == streamk
     with pytest.raises(ValueError, match="unknown config flags"):
         HgemmConfig.from_name("64x64x64-g8-s1-w4-p3-fast")
     table = {(512, 64, 16384): cfg, (64, 64, 64): HgemmConfig(64, 64, 64), (8192, 8192, 8192): tma}
     save_table(tmp_path / "t.json", "NVIDIA H100", table)
     assert load_table(tmp_path / "t.json") == table
+
+
+def test_tables_written_before_the_kind_field_load_as_the_same_configs(tmp_path: Path):
+    """Older records gave the kernel family as booleans (tma, warp_spec, stream_k, cuda): each
+    loads as its kind, a combination no kernel ran is refused, and so are unknown kinds and
+    names with two kinds; the shipped H100 table loads."""
+    base = {"block_m": 128, "block_n": 256, "block_k": 64, "group_m": 8, "split_k": 1, "num_warps": 8,
+            "num_stages": 3, "acc_fp16": False}  # fmt: skip
+    for flags, kind in [
+        ({"tma": False, "warp_spec": False}, "triton"),
+        ({"tma": True, "warp_spec": False}, "tma"),
+        ({"tma": True, "warp_spec": True}, "tma_ws"),
+        ({"tma": True, "warp_spec": False, "stream_k": True, "cuda": False}, "stream_k"),
+        ({"tma": False, "warp_spec": False, "stream_k": False, "cuda": True}, "cuda"),
+    ]:
+        cfg = HgemmConfig.from_json({**base, **flags})
+        assert cfg.kind == kind and cfg == HgemmConfig.from_json(cfg.to_json())
+    with pytest.raises(ValueError, match="no GEMM kernel runs"):
+        HgemmConfig.from_json({**base, "tma": True, "cuda": True})
+    with pytest.raises(ValueError, match="unknown GEMM kernel kind"):
+        HgemmConfig(64, 64, 64, kind="fast")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="more than one kernel kind"):
+        HgemmConfig.from_name("64x64x64-g8-s1-w4-p3-tma-cuda")
+    old = tmp_path / "old.json"
+    old.write_text(
+        json.dumps({"gpu": "NVIDIA H100", "shapes": [{"M": 64, "N": 256, "K": 8192, **base, "tma": True}]})
+    )
+    assert load_table(old) == {(64, 256, 8192): HgemmConfig(128, 256, 64, num_warps=8, kind="tma")}
+    shipped = load_table(table_path("NVIDIA H100 80GB HBM3"))
+    assert len(shipped) == 63 and {c.kind for c in shipped.values()} == {"triton", "tma", "tma_ws"}
 
 
 def test_cuda_kernels_compile_for_hopper_without_register_spills(tmp_path: Path):
@@ -132,7 +162,7 @@ def test_cuda_configs_name_their_kernel():
     from kforge.tools.gemm.cuda import CUDA_TILES, tile_index
 
     for i, (bm, bn, bk, wm, wn, stages) in enumerate(CUDA_TILES):
-        cfg = HgemmConfig(bm, bn, bk, 8, 2, wm * wn, stages, cuda=True)
+        cfg = HgemmConfig(bm, bn, bk, 8, 2, wm * wn, stages, kind="cuda")
         assert HgemmConfig.from_name(cfg.name) == cfg and cfg.name.endswith("-cuda")
         assert tile_index(bm, bn, bk, wm * wn, stages) == i
     with pytest.raises(ValueError, match="no CUDA C\\+\\+ kernel for 128x128x64"):
@@ -141,7 +171,7 @@ def test_cuda_configs_name_their_kernel():
         hgemm(
             torch.ones(32, 64).half(),
             torch.ones(64, 64).half(),
-            HgemmConfig(32, 64, 64, 8, 1, 2, 4, cuda=True),
+            HgemmConfig(32, 64, 64, 8, 1, 2, 4, kind="cuda"),
         )
 
 
@@ -161,21 +191,23 @@ def test_search_families_go_where_they_can_help():
         "tma",
         "cuda",
     }  # TMA: split-K only, below half a wave
-    middle = [c for c in candidates(2048, 256, 8192, 132) if c.tma]
-    assert middle and all(c.split_k > 1 or c.stream_k for c in middle)  # never the persistent kernel
+    middle = [c for c in candidates(2048, 256, 8192, 132) if c.uses_tma]
+    assert middle and all(
+        c.split_k > 1 or c.kind == "stream_k" for c in middle
+    )  # never the persistent kernel
     assert families(8192, 8192, 16384) == {"tile", "tma", "cuda"}
     assert families(8192, 8190, 4096) == {"tile"}  # the CUDA C++ kernel reads 16-byte chunks too
     # stream-K where the last wave is part-empty: 12288x256 in 128x256 tiles is 96 tiles on 132 SMs
-    streamk = [c for c in candidates(12288, 256, 8192, 132) if c.stream_k]
+    streamk = [c for c in candidates(12288, 256, 8192, 132) if c.kind == "stream_k"]
     assert (128, 256) in {(c.block_m, c.block_n) for c in streamk}
-    assert not any(c.stream_k for c in candidates(8192, 8192, 8192, 132))  # 15.5 waves: 97% full
+    assert not any(c.kind == "stream_k" for c in candidates(8192, 8192, 8192, 132))  # 15.5 waves: 97% full
     assert families(8192, 8192, 16383) == {"tile"}
-    assert not any(c.cuda and c.block_m < 64 for c in candidates(8192, 8192, 16384, 132))
+    assert not any(c.kind == "cuda" and c.block_m < 64 for c in candidates(8192, 8192, 16384, 132))
     skinny = candidates(512, 64, 16384, 132)
     assert any(c.block_m == 16 and c.split_k > 1 for c in skinny)
     assert all(c.split_k == 1 for c in candidates(8192, 8192, 16384, 132))
-    assert all(c.tma for c in candidates(8192, 8192, 16384, 132, families=("tma",)))
-    assert any(c.cuda and c.split_k == 8 for c in skinny)
+    assert all(c.uses_tma for c in candidates(8192, 8192, 16384, 132, families=("tma",)))
+    assert any(c.kind == "cuda" and c.split_k == 8 for c in skinny)
 
 
 def test_shape_selection_is_every_nth_by_problem_size(tmp_path: Path):
@@ -253,11 +285,11 @@ def test_cublaslt_algorithms_compute_the_product_and_the_tma_kernel_matches():
     a2, b2 = torch.randn_like(a), torch.randn_like(b)
     ref2 = reference(a2, b2)
     for cfg in (
-        HgemmConfig(128, 128, 64, num_warps=8, num_stages=4, tma=True),
+        HgemmConfig(128, 128, 64, num_warps=8, num_stages=4, kind="tma"),
         HgemmConfig(32, 64, 128, split_k=4),
-        HgemmConfig(128, 128, 64, split_k=4, num_stages=4, tma=True),
+        HgemmConfig(128, 128, 64, split_k=4, num_stages=4, kind="tma"),
         # stream-K: 6 tiles' 96 K blocks over 132 programs, up to 16 parts a tile
-        HgemmConfig(128, 128, 64, num_warps=8, num_stages=4, tma=True, stream_k=True),
+        HgemmConfig(128, 128, 64, num_warps=8, num_stages=4, kind="stream_k"),
     ):
         assert relative_error(hgemm(a, b, cfg), ref) <= TOLERANCE, cfg.name
         # the second call: the compiled launch, the split-K workspace and counters reused
@@ -272,9 +304,7 @@ def test_stream_k_sums_every_part_of_every_tile_on_the_gpu():
     from kforge.tools.gemm.kernels import hgemm
 
     for m, n, k in [(12288, 256, 1024), (4096, 4096, 512), (1000, 520, 4104)]:
-        cfg = HgemmConfig(
-            128, 256 if n >= 256 else 128, 64, num_warps=8, num_stages=3, tma=True, stream_k=True
-        )
+        cfg = HgemmConfig(128, 256 if n >= 256 else 128, 64, num_warps=8, num_stages=3, kind="stream_k")
         for _ in range(5):
             a, b = torch.randn(m, k, device="cuda").half(), torch.randn(k, n, device="cuda").half()
             assert relative_error(hgemm(a, b, cfg), reference(a, b)) <= TOLERANCE, (m, n, k)
@@ -294,10 +324,10 @@ def test_cuda_kernels_match_the_reference_on_ragged_shapes():
         a, b = torch.randn(m, k, device="cuda").half(), torch.randn(k, n, device="cuda").half()
         ref = reference(a, b)
         for split in (1, 3):
-            cfg = HgemmConfig(bm, bn, bk, 8, split, wm * wn, stages, cuda=True)
+            cfg = HgemmConfig(bm, bn, bk, 8, split, wm * wn, stages, kind="cuda")
             for _ in range(2):
                 assert relative_error(hg.hgemm(a, b, cfg), ref) <= TOLERANCE, cfg.name
-    cfg = HgemmConfig(64, 64, 64, 8, 1, 4, 3, cuda=True)
+    cfg = HgemmConfig(64, 64, 64, 8, 1, 4, 3, kind="cuda")
     a, b = torch.randn(64, 136, device="cuda").half(), torch.randn(128, 64, device="cuda").half()
     with pytest.raises(ValueError, match="16-byte aligned"):
         hg.hgemm(a[:, 1:129], b, cfg)

@@ -56,6 +56,7 @@ EVALUATOR_MODULES = ("kforge",)
 # modules and what they define, not the rest of tools/gemm/ (the search and its timer).
 KERNEL_LIBRARIES = (
     "kforge.gemm",
+    "kforge.tools.gemm.config",
     "kforge.tools.gemm.kernels",
     "kforge.tools.gemm.tma",
     "kforge.tools.gemm.cuda",

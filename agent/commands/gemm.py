@@ -22,7 +22,7 @@ import typer
 from .eval import bad_input
 
 if TYPE_CHECKING:  # torch and triton are imported by the command, not by `kforge --help`
-    from ...tools.gemm.kernels import HgemmConfig
+    from ...tools.gemm.config import HgemmConfig
 
 
 def fields() -> list[str]:
@@ -59,7 +59,7 @@ def read_prior(path: Path | None) -> dict[tuple[int, int, int], HgemmConfig]:
         return {}
     if not path.is_file():
         raise bad_input(f"--prior {path}: no such results CSV (a kforge gemm run's results.csv)")
-    from ...tools.gemm.kernels import HgemmConfig
+    from ...tools.gemm.config import HgemmConfig
 
     with path.open() as f:
         return {
@@ -139,8 +139,8 @@ def spawn_workers(
 def finish(out: Path, gpu_name: str) -> None:
     """Merged results CSV, the dispatch table (shapes where the kernel beat torch.matmul
     offline), the plot, each shape as a task with its kernel as a candidate, and a summary."""
+    from ...tools.gemm.config import HgemmConfig
     from ...tools.gemm.dispatch import save_table, table_path
-    from ...tools.gemm.kernels import HgemmConfig
     from ...tools.gemm.report import plot, summary, table_configs
     from ...tools.gemm.tasks import write_tasks
 

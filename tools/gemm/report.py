@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from .kernels import HgemmConfig
+from .config import HgemmConfig
 
 
 def geomean(values: list[float]) -> float:

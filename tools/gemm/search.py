@@ -30,9 +30,10 @@ from triton.runtime.errors import OutOfResources
 
 from ..timing import LocalSlot, Timer
 from . import cuda
+from .config import HgemmConfig
 from .cublaslt import LtGemm
 from .cuda import CUDA_TILES
-from .kernels import TOLERANCE, HgemmConfig, hgemm, reference, relative_error
+from .kernels import TOLERANCE, hgemm, reference, relative_error
 from .tma import streamk_split
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages): wgmma tiles (64-row multiples).
@@ -134,7 +135,9 @@ class ShapeResult:
 
 
 def family(cfg: HgemmConfig) -> str:
-    return "cuda" if cfg.cuda else "tma" if cfg.tma else "small-m" if cfg.block_m < 64 else "tile"
+    return (
+        "cuda" if cfg.kind == "cuda" else "tma" if cfg.uses_tma else "small-m" if cfg.block_m < 64 else "tile"
+    )
 
 
 def _with_splits(m: int, n: int, k: int, sms: int, cfg: HgemmConfig) -> list[HgemmConfig]:
@@ -171,22 +174,22 @@ def candidates(m: int, n: int, k: int, sms: int, families: tuple[str, ...] = FAM
     if "tma" in families and k % 8 == 0 and n % 8 == 0:
         for bm, bn, bk, warps, stages, ws in TMA_TILES:
             if triton.cdiv(m, bm) * triton.cdiv(n, bn) >= sms // 2 and bn <= triton.next_power_of_2(n):
-                out.append(HgemmConfig(bm, bn, bk, 8, 1, warps, stages, tma=True, warp_spec=ws))
+                out.append(HgemmConfig(bm, bn, bk, 8, 1, warps, stages, kind="tma_ws" if ws else "tma"))
         for bm, bn, bk, warps, stages in TMA_SPLIT_TILES:
             if triton.cdiv(m, bm) * triton.cdiv(n, bn) < sms // 2 and tma_fits(bm, bn):
-                splits = _with_splits(m, n, k, sms, HgemmConfig(bm, bn, bk, 8, 1, warps, stages, tma=True))
+                splits = _with_splits(m, n, k, sms, HgemmConfig(bm, bn, bk, 8, 1, warps, stages, kind="tma"))
                 out += splits[1:]  # split-K only: one slice is the persistent kernel
         for bm, bn, bk, warps, stages in STREAMK_TILES:
             tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
             part_empty = tiles / (triton.cdiv(tiles, sms) * sms) < STREAMK_BELOW
             run = streamk_split(tiles, triton.cdiv(k, bk), sms)[1]  # K blocks a program
             if part_empty and run >= STREAMK_MIN_RUN and tma_fits(bm, bn):
-                out.append(HgemmConfig(bm, bn, bk, 8, 1, warps, stages, tma=True, stream_k=True))
+                out.append(HgemmConfig(bm, bn, bk, 8, 1, warps, stages, kind="stream_k"))
     if "cuda" in families and k % 8 == 0 and n % 8 == 0:
         for bm, bn, bk, warps_m, warps_n, stages in CUDA_TILES:
             fits = bm <= max(16, triton.next_power_of_2(m)) and bn <= max(64, triton.next_power_of_2(n))
             if fits and (bm >= 64 or triton.cdiv(m, 64) * triton.cdiv(n, 64) < sms):  # small-M tiles as above
-                cfg = HgemmConfig(bm, bn, bk, 8, 1, warps_m * warps_n, stages, cuda=True)
+                cfg = HgemmConfig(bm, bn, bk, 8, 1, warps_m * warps_n, stages, kind="cuda")
                 out += [c for c in _with_splits(m, n, k, sms, cfg) if c.split_k in (1, *CUDA_SPLITS)]
     return out
 
@@ -233,10 +236,10 @@ def search_shape(
     best: tuple[float, HgemmConfig] | None = None
     configs = candidates(m, n, k, sms) if prior is None else [prior, *candidates(m, n, k, sms, FAMILIES[1:])]
     configs = list(dict.fromkeys(configs))  # a prior from the TMA or small-M family is tried once
-    why = cuda.unavailable() if any(c.cuda for c in configs) else None
+    why = cuda.unavailable() if any(c.kind == "cuda" for c in configs) else None
     if why is not None:
         log.append(f"{m}x{n}x{k}: CUDA C++ candidates left out: {why}")
-        configs = [c for c in configs if not c.cuda]
+        configs = [c for c in configs if c.kind != "cuda"]
     for cfg in configs:
         try:
             err = relative_error(hgemm(a, b, cfg), ref)

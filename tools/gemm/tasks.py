@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .kernels import HgemmConfig
+from .config import HgemmConfig
 
 TASK = '''"""fp16 GEMM C = A @ B at ({m}, {n}, {k}), a shape of kforge gemm's list."""
 

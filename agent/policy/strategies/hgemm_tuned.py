@@ -18,8 +18,8 @@ from typing import Any
 import torch
 import torch.fx
 
+from ....tools.gemm.config import HgemmConfig
 from ....tools.gemm.dispatch import load_table, table_path
-from ....tools.gemm.kernels import HgemmConfig
 from .source import Body, Spec
 
 FAMILY = "hgemm-tuned"

@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pytest
 import torch
-import typer
-from kforge.agent.commands.gemm import read_shapes
 from kforge.tools.gemm.dispatch import load_table, save_table, table_path
 from kforge.tools.gemm.kernels import TOLERANCE, HgemmConfig, hgemm, reference, relative_error
+from kforge.tools.gemm.pipeline import GemmInputError, read_shapes
 from kforge.tools.gemm.report import summary, table_configs
 
 
@@ -215,10 +214,44 @@ def test_shape_selection_is_every_nth_by_problem_size(tmp_path: Path):
     path.write_text("M,N,K\n" + "".join(f"{m},{m},64\n" for m in (512, 64, 256, 128, 1024, 2048)))
     assert read_shapes(path, every=2, offset=1) == [(128, 128, 64), (512, 512, 64), (2048, 2048, 64)]
     (tmp_path / "bad.csv").write_text("a,b\n1,2\n")
-    with pytest.raises(typer.Exit):
+    with pytest.raises(GemmInputError, match="columns M, N, K"):
         read_shapes(tmp_path / "bad.csv", 1, 0)
-    with pytest.raises(typer.Exit):
+    with pytest.raises(GemmInputError, match="no such shapes CSV"):
         read_shapes(tmp_path / "missing.csv", 1, 0)
+
+
+def test_each_gpu_worker_takes_every_nth_shape_and_a_failed_one_fails_the_run(tmp_path: Path, monkeypatch):
+    """Two GPUs with --every 2 --offset 1: the workers take every 4th shape from 1 and from 3,
+    through ``python -m kforge.tools.gemm.pipeline``; a worker that fails names its GPU."""
+    from kforge.tools.gemm import pipeline
+
+    shapes_csv = tmp_path / "shapes.csv"
+    shapes_csv.write_text("M,N,K\n" + "".join(f"{m},{m},64\n" for m in range(16, 16 * 11, 16)))
+    started: list[list[str]] = []
+
+    class Worker:
+        exit_code = 0
+
+        def __init__(self, cmd: list[str]):
+            started.append(cmd)
+
+        def wait(self) -> int:
+            return self.exit_code
+
+    monkeypatch.setattr(pipeline.subprocess, "Popen", Worker)
+    pipeline.spawn_workers(shapes_csv, [1, 3], tmp_path, 2, 1, 30, tmp_path / "prior.csv")
+    assert [cmd[1:3] for cmd in started] == [["-m", "kforge.tools.gemm.pipeline"]] * 2
+    assert [cmd[3:] for cmd in started] == [
+        [str(shapes_csv), gpu, str(tmp_path), "4", first, "30", str(tmp_path / "prior.csv")]
+        for gpu, first in (("1", "1"), ("3", "3"))
+    ]
+    ran: list[tuple] = []
+    monkeypatch.setattr(pipeline, "run_worker", lambda *args: ran.append(args))
+    pipeline.main(started[1][3:])
+    assert ran == [(read_shapes(shapes_csv, 1, 0)[3::4], 3, tmp_path, 30, tmp_path / "prior.csv")]
+    Worker.exit_code = 1
+    with pytest.raises(GemmInputError, match=r"GPU\(s\) \[1, 3\] failed; rerun with --resume"):
+        pipeline.spawn_workers(shapes_csv, [1, 3], tmp_path, 2, 1, 30, None)
 
 
 def test_table_keeps_only_shapes_where_the_kernel_won_and_summary_gives_geomeans():
@@ -234,6 +267,7 @@ def test_table_keeps_only_shapes_where_the_kernel_won_and_summary_gives_geomeans
     assert "2 shapes" in line and "1.000x offline" in line and "faster on 1" in line
     assert "dispatched (torch.matmul where the kernel lost) 1.414x" in line
     assert "best algorithm" not in line  # a run from before the cuBLASLt sweep
+    assert "geomean - offline" in summary([])  # no rows: no mean, said as such
     for r in rows:
         r.update(lt_best_ms=r["kforge_ms"], lt_best_server_ms=str(2 * float(r["kforge_server_ms"])))
     assert "vs cuBLASLt's best algorithm 1.000x offline, 2.000x server" in summary(rows)

@@ -1,6 +1,6 @@
 """``kforge.gemm.matmul(a, b)``: the per-shape tuned fp16 GEMM where this GPU's dispatch
 table has the shape, torch.matmul otherwise (see ``kforge gemm``)."""
 
-from .tools.hgemm_dispatch import matmul
+from .tools.gemm.dispatch import matmul
 
 __all__ = ["matmul"]

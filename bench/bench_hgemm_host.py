@@ -25,9 +25,9 @@ import time
 from collections.abc import Callable
 
 import torch
-from kforge.tools import hgemm as hg
-from kforge.tools import hgemm_dispatch
-from kforge.tools.hgemm_search import time_offline
+from kforge.tools.gemm import dispatch
+from kforge.tools.gemm import kernels as hg
+from kforge.tools.gemm.search import time_offline
 from rich.console import Console
 from rich.table import Table
 
@@ -61,14 +61,14 @@ def measure(spec: str, rounds: int, calls: int, flush: torch.Tensor) -> list[tup
     cfg = hg.HgemmConfig.from_name(name)
     a = torch.randn(m, k, device="cuda", dtype=torch.float16)
     b = torch.randn(k, n, device="cuda", dtype=torch.float16)
-    hgemm_dispatch._table_for(0)[(m, n, k)] = cfg  # the dispatcher's table, this process only
+    dispatch._table_for(0)[(m, n, k)] = cfg  # the dispatcher's table, this process only
     out = hg.hgemm(a, b, cfg)  # compiles; the next calls take the fast path
     assert hg.relative_error(out, hg.reference(a, b)) < hg.TOLERANCE
     plan = hg._LAUNCHES[(cfg, a.shape, b.shape, a.stride(), b.stride())]
     assert plan.launch is not None
     fns: dict[str, Callable[[], object]] = {
         "torch.matmul": lambda: torch.matmul(a, b),
-        "kforge.gemm.matmul": lambda: hgemm_dispatch.matmul(a, b),
+        "kforge.gemm.matmul": lambda: dispatch.matmul(a, b),
         "hgemm": lambda: hg.hgemm(a, b, cfg),
         "launch": lambda: plan.launch(a, b),  # type: ignore[misc]
         "torch.empty": lambda: torch.empty((m, n), device=a.device, dtype=torch.float16),

@@ -6,7 +6,7 @@ kernel, each run twice after warm-up. Run under ncu, e.g.
 import sys
 
 import torch
-from kforge.tools.hgemm import HgemmConfig, hgemm
+from kforge.tools.gemm.kernels import HgemmConfig, hgemm
 
 m, n, k = (int(x) for x in sys.argv[1:4])
 cfg = HgemmConfig.from_name(sys.argv[4])

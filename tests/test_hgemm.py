@@ -15,11 +15,10 @@ from pathlib import Path
 
 import pytest
 import torch
-import typer
-from kforge.agent.commands.gemm import read_shapes
-from kforge.agent.commands.gemm_report import summary, table_configs
-from kforge.tools.hgemm import TOLERANCE, HgemmConfig, hgemm, reference, relative_error
-from kforge.tools.hgemm_dispatch import load_table, save_table
+from kforge.tools.gemm.dispatch import load_table, save_table, table_path
+from kforge.tools.gemm.kernels import TOLERANCE, HgemmConfig, hgemm, reference, relative_error
+from kforge.tools.gemm.pipeline import GemmInputError, read_shapes
+from kforge.tools.gemm.report import summary, table_configs
 
 
 def _fp16_accumulated(a: torch.Tensor, b: torch.Tensor, block_k: int = 64) -> torch.Tensor:
@@ -52,8 +51,8 @@ def test_triton_kernel_passes_and_its_fp16_accumulating_variant_is_caught_under_
     at import)."""
     code = """
 import json, torch
-import kforge.tools.hgemm as hgemm_module
-from kforge.tools.hgemm import HgemmConfig, hgemm, reference, relative_error, subtile
+import kforge.tools.gemm.kernels as hgemm_module
+from kforge.tools.gemm.kernels import HgemmConfig, hgemm, reference, relative_error, subtile
 torch.manual_seed(0)
 errs = {}
 for m, n, k, split in [(40, 24, 1000, 1), (40, 24, 1000, 2), (16, 48, 32, 1), (32, 16, 768, 3)]:
@@ -64,14 +63,14 @@ for m, n, k, split in [(40, 24, 1000, 1), (40, 24, 1000, 2), (16, 48, 32, 1), (3
         assert out.shape == (m, n) and out.dtype == torch.float16
         errs[f"{m}x{n}x{k}-s{split}-{acc16}"] = relative_error(out, ref)
     if split > 1:  # split-K on TMA loads: contiguous K slices, partials summed by the last
-        out = hgemm(a, b, HgemmConfig(16, 16, 32, split_k=split, tma=True))
+        out = hgemm(a, b, HgemmConfig(16, 16, 32, split_k=split, kind="tma"))
         errs[f"{m}x{n}x{k}-tmas{split}-False"] = relative_error(out, ref)
     if split == 1:  # the persistent TMA schedule: 4 programs loop over the tiles, edges zero-filled
         for ws in (False, True):
-            out = hgemm(a, b, HgemmConfig(16, 16, 32, group_m=2, tma=True, warp_spec=ws))
+            out = hgemm(a, b, HgemmConfig(16, 16, 32, group_m=2, kind="tma_ws" if ws else "tma"))
             errs[f"{m}x{n}x{k}-tma{ws}-False"] = relative_error(out, ref)
         hgemm_module.subtile = lambda *tile: True  # C stored in two halves, as 128x256 tiles do
-        out = hgemm(a, b, HgemmConfig(16, 16, 32, num_stages=5, tma=True))
+        out = hgemm(a, b, HgemmConfig(16, 16, 32, num_stages=5, kind="tma"))
         hgemm_module.subtile = subtile
         errs[f"{m}x{n}x{k}-tmahalves-False"] = relative_error(out, ref)
 # Stream-K over 4 programs: every tile's K blocks spread (6 tiles), a mix of spread tiles and
@@ -80,7 +79,7 @@ for m, n, k in [(40, 24, 1000), (100, 40, 520), (80, 48, 256)]:
     a, b = torch.randn(m, k).half(), torch.randn(k, n).half()
     ref = reference(a, b)
     for call in range(2):
-        out = hgemm(a, b, HgemmConfig(16, 16, 32, group_m=2, tma=True, stream_k=True))
+        out = hgemm(a, b, HgemmConfig(16, 16, 32, group_m=2, kind="stream_k"))
         errs[f"{m}x{n}x{k}-streamk{call}-False"] = relative_error(out, ref)
 print(json.dumps(errs))
 """
@@ -100,9 +99,9 @@ def test_config_names_and_the_dispatch_table_round_trip(tmp_path: Path):
     assert HgemmConfig.from_name(cfg.name) == cfg
     assert HgemmConfig.from_name(HgemmConfig(64, 64, 16, acc_fp16=True).name).acc_fp16
     for ws in (False, True):
-        tma = HgemmConfig(128, 256, 64, num_warps=8, tma=True, warp_spec=ws)
+        tma = HgemmConfig(128, 256, 64, num_warps=8, kind="tma_ws" if ws else "tma")
         assert HgemmConfig.from_name(tma.name) == tma
-    streamk = HgemmConfig(128, 128, 64, num_warps=8, num_stages=4, tma=True, stream_k=True)
+    streamk = HgemmConfig(128, 128, 64, num_warps=8, num_stages=4, kind="stream_k")
     assert streamk.name == "128x128x64-g8-s1-w8-p4-streamk" and HgemmConfig.from_name(streamk.name) == streamk
     with pytest.raises(ValueError, match="unknown config flags"):
         HgemmConfig.from_name("64x64x64-g8-s1-w4-p3-fast")
@@ -111,10 +110,40 @@ def test_config_names_and_the_dispatch_table_round_trip(tmp_path: Path):
     assert load_table(tmp_path / "t.json") == table
 
 
+def test_tables_written_before_the_kind_field_load_as_the_same_configs(tmp_path: Path):
+    """Older records gave the kernel family as booleans (tma, warp_spec, stream_k, cuda): each
+    loads as its kind, a combination no kernel ran is refused, and so are unknown kinds and
+    names with two kinds; the shipped H100 table loads."""
+    base = {"block_m": 128, "block_n": 256, "block_k": 64, "group_m": 8, "split_k": 1, "num_warps": 8,
+            "num_stages": 3, "acc_fp16": False}  # fmt: skip
+    for flags, kind in [
+        ({"tma": False, "warp_spec": False}, "triton"),
+        ({"tma": True, "warp_spec": False}, "tma"),
+        ({"tma": True, "warp_spec": True}, "tma_ws"),
+        ({"tma": True, "warp_spec": False, "stream_k": True, "cuda": False}, "stream_k"),
+        ({"tma": False, "warp_spec": False, "stream_k": False, "cuda": True}, "cuda"),
+    ]:
+        cfg = HgemmConfig.from_json({**base, **flags})
+        assert cfg.kind == kind and cfg == HgemmConfig.from_json(cfg.to_json())
+    with pytest.raises(ValueError, match="no GEMM kernel runs"):
+        HgemmConfig.from_json({**base, "tma": True, "cuda": True})
+    with pytest.raises(ValueError, match="unknown GEMM kernel kind"):
+        HgemmConfig(64, 64, 64, kind="fast")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="more than one kernel kind"):
+        HgemmConfig.from_name("64x64x64-g8-s1-w4-p3-tma-cuda")
+    old = tmp_path / "old.json"
+    old.write_text(
+        json.dumps({"gpu": "NVIDIA H100", "shapes": [{"M": 64, "N": 256, "K": 8192, **base, "tma": True}]})
+    )
+    assert load_table(old) == {(64, 256, 8192): HgemmConfig(128, 256, 64, num_warps=8, kind="tma")}
+    shipped = load_table(table_path("NVIDIA H100 80GB HBM3"))
+    assert len(shipped) == 63 and {c.kind for c in shipped.values()} == {"triton", "tma", "tma_ws"}
+
+
 def test_cuda_kernels_compile_for_hopper_without_register_spills(tmp_path: Path):
     """Every CUDA C++ tile config builds for sm_90 with nvcc, and none spills registers (a
     64 x 64 warp tile would: 128 fp32 accumulators a thread)."""
-    from kforge.tools.hgemm_cuda import CUDA_TILES, kernel_source
+    from kforge.tools.gemm.cuda import CUDA_TILES, kernel_source
     from torch.utils.cpp_extension import CUDA_HOME
 
     nvcc = shutil.which("nvcc") or (CUDA_HOME and str(Path(CUDA_HOME) / "bin" / "nvcc"))
@@ -129,10 +158,10 @@ def test_cuda_kernels_compile_for_hopper_without_register_spills(tmp_path: Path)
 
 
 def test_cuda_configs_name_their_kernel():
-    from kforge.tools.hgemm_cuda import CUDA_TILES, tile_index
+    from kforge.tools.gemm.cuda import CUDA_TILES, tile_index
 
     for i, (bm, bn, bk, wm, wn, stages) in enumerate(CUDA_TILES):
-        cfg = HgemmConfig(bm, bn, bk, 8, 2, wm * wn, stages, cuda=True)
+        cfg = HgemmConfig(bm, bn, bk, 8, 2, wm * wn, stages, kind="cuda")
         assert HgemmConfig.from_name(cfg.name) == cfg and cfg.name.endswith("-cuda")
         assert tile_index(bm, bn, bk, wm * wn, stages) == i
     with pytest.raises(ValueError, match="no CUDA C\\+\\+ kernel for 128x128x64"):
@@ -141,7 +170,7 @@ def test_cuda_configs_name_their_kernel():
         hgemm(
             torch.ones(32, 64).half(),
             torch.ones(64, 64).half(),
-            HgemmConfig(32, 64, 64, 8, 1, 2, 4, cuda=True),
+            HgemmConfig(32, 64, 64, 8, 1, 2, 4, kind="cuda"),
         )
 
 
@@ -150,7 +179,7 @@ def test_search_families_go_where_they_can_help():
     where the output tiles fill half the SMs and rows are 16-byte aligned (TMA split-K below
     that), split-K below a wave;
     with a prior winner the 64+-row tile family is that config alone."""
-    from kforge.tools.hgemm_search import candidates, family
+    from kforge.tools.gemm.search import candidates, family
 
     def families(m: int, n: int, k: int, **kw) -> set[str]:
         return {family(c) for c in candidates(m, n, k, 132, **kw)}
@@ -161,21 +190,23 @@ def test_search_families_go_where_they_can_help():
         "tma",
         "cuda",
     }  # TMA: split-K only, below half a wave
-    middle = [c for c in candidates(2048, 256, 8192, 132) if c.tma]
-    assert middle and all(c.split_k > 1 or c.stream_k for c in middle)  # never the persistent kernel
+    middle = [c for c in candidates(2048, 256, 8192, 132) if c.uses_tma]
+    assert middle and all(
+        c.split_k > 1 or c.kind == "stream_k" for c in middle
+    )  # never the persistent kernel
     assert families(8192, 8192, 16384) == {"tile", "tma", "cuda"}
     assert families(8192, 8190, 4096) == {"tile"}  # the CUDA C++ kernel reads 16-byte chunks too
     # stream-K where the last wave is part-empty: 12288x256 in 128x256 tiles is 96 tiles on 132 SMs
-    streamk = [c for c in candidates(12288, 256, 8192, 132) if c.stream_k]
+    streamk = [c for c in candidates(12288, 256, 8192, 132) if c.kind == "stream_k"]
     assert (128, 256) in {(c.block_m, c.block_n) for c in streamk}
-    assert not any(c.stream_k for c in candidates(8192, 8192, 8192, 132))  # 15.5 waves: 97% full
+    assert not any(c.kind == "stream_k" for c in candidates(8192, 8192, 8192, 132))  # 15.5 waves: 97% full
     assert families(8192, 8192, 16383) == {"tile"}
-    assert not any(c.cuda and c.block_m < 64 for c in candidates(8192, 8192, 16384, 132))
+    assert not any(c.kind == "cuda" and c.block_m < 64 for c in candidates(8192, 8192, 16384, 132))
     skinny = candidates(512, 64, 16384, 132)
     assert any(c.block_m == 16 and c.split_k > 1 for c in skinny)
     assert all(c.split_k == 1 for c in candidates(8192, 8192, 16384, 132))
-    assert all(c.tma for c in candidates(8192, 8192, 16384, 132, families=("tma",)))
-    assert any(c.cuda and c.split_k == 8 for c in skinny)
+    assert all(c.uses_tma for c in candidates(8192, 8192, 16384, 132, families=("tma",)))
+    assert any(c.kind == "cuda" and c.split_k == 8 for c in skinny)
 
 
 def test_shape_selection_is_every_nth_by_problem_size(tmp_path: Path):
@@ -183,10 +214,44 @@ def test_shape_selection_is_every_nth_by_problem_size(tmp_path: Path):
     path.write_text("M,N,K\n" + "".join(f"{m},{m},64\n" for m in (512, 64, 256, 128, 1024, 2048)))
     assert read_shapes(path, every=2, offset=1) == [(128, 128, 64), (512, 512, 64), (2048, 2048, 64)]
     (tmp_path / "bad.csv").write_text("a,b\n1,2\n")
-    with pytest.raises(typer.Exit):
+    with pytest.raises(GemmInputError, match="columns M, N, K"):
         read_shapes(tmp_path / "bad.csv", 1, 0)
-    with pytest.raises(typer.Exit):
+    with pytest.raises(GemmInputError, match="no such shapes CSV"):
         read_shapes(tmp_path / "missing.csv", 1, 0)
+
+
+def test_each_gpu_worker_takes_every_nth_shape_and_a_failed_one_fails_the_run(tmp_path: Path, monkeypatch):
+    """Two GPUs with --every 2 --offset 1: the workers take every 4th shape from 1 and from 3,
+    through ``python -m kforge.tools.gemm.pipeline``; a worker that fails names its GPU."""
+    from kforge.tools.gemm import pipeline
+
+    shapes_csv = tmp_path / "shapes.csv"
+    shapes_csv.write_text("M,N,K\n" + "".join(f"{m},{m},64\n" for m in range(16, 16 * 11, 16)))
+    started: list[list[str]] = []
+
+    class Worker:
+        exit_code = 0
+
+        def __init__(self, cmd: list[str]):
+            started.append(cmd)
+
+        def wait(self) -> int:
+            return self.exit_code
+
+    monkeypatch.setattr(pipeline.subprocess, "Popen", Worker)
+    pipeline.spawn_workers(shapes_csv, [1, 3], tmp_path, 2, 1, 30, tmp_path / "prior.csv")
+    assert [cmd[1:3] for cmd in started] == [["-m", "kforge.tools.gemm.pipeline"]] * 2
+    assert [cmd[3:] for cmd in started] == [
+        [str(shapes_csv), gpu, str(tmp_path), "4", first, "30", str(tmp_path / "prior.csv")]
+        for gpu, first in (("1", "1"), ("3", "3"))
+    ]
+    ran: list[tuple] = []
+    monkeypatch.setattr(pipeline, "run_worker", lambda *args: ran.append(args))
+    pipeline.main(started[1][3:])
+    assert ran == [(read_shapes(shapes_csv, 1, 0)[3::4], 3, tmp_path, 30, tmp_path / "prior.csv")]
+    Worker.exit_code = 1
+    with pytest.raises(GemmInputError, match=r"GPU\(s\) \[1, 3\] failed; rerun with --resume"):
+        pipeline.spawn_workers(shapes_csv, [1, 3], tmp_path, 2, 1, 30, None)
 
 
 def test_table_keeps_only_shapes_where_the_kernel_won_and_summary_gives_geomeans():
@@ -202,6 +267,7 @@ def test_table_keeps_only_shapes_where_the_kernel_won_and_summary_gives_geomeans
     assert "2 shapes" in line and "1.000x offline" in line and "faster on 1" in line
     assert "dispatched (torch.matmul where the kernel lost) 1.414x" in line
     assert "best algorithm" not in line  # a run from before the cuBLASLt sweep
+    assert "geomean - offline" in summary([])  # no rows: no mean, said as such
     for r in rows:
         r.update(lt_best_ms=r["kforge_ms"], lt_best_server_ms=str(2 * float(r["kforge_server_ms"])))
     assert "vs cuBLASLt's best algorithm 1.000x offline, 2.000x server" in summary(rows)
@@ -209,8 +275,8 @@ def test_table_keeps_only_shapes_where_the_kernel_won_and_summary_gives_geomeans
 
 @pytest.mark.gpu
 def test_kernel_and_dispatch_match_torch_on_the_gpu():
-    import kforge.tools.hgemm as hg
-    import kforge.tools.hgemm_dispatch as dispatch
+    import kforge.tools.gemm.dispatch as dispatch
+    import kforge.tools.gemm.kernels as hg
     from kforge import gemm
 
     for m, n, k, cfg in [
@@ -237,8 +303,8 @@ def test_kernel_and_dispatch_match_torch_on_the_gpu():
 
 @pytest.mark.gpu
 def test_cublaslt_algorithms_compute_the_product_and_the_tma_kernel_matches():
-    from kforge.tools.cublaslt import LtGemm
-    from kforge.tools.hgemm import hgemm
+    from kforge.tools.gemm.cublaslt import LtGemm
+    from kforge.tools.gemm.kernels import hgemm
 
     m, n, k = 384, 256, 1024
     a, b = torch.randn(m, k, device="cuda").half(), torch.randn(k, n, device="cuda").half()
@@ -253,11 +319,11 @@ def test_cublaslt_algorithms_compute_the_product_and_the_tma_kernel_matches():
     a2, b2 = torch.randn_like(a), torch.randn_like(b)
     ref2 = reference(a2, b2)
     for cfg in (
-        HgemmConfig(128, 128, 64, num_warps=8, num_stages=4, tma=True),
+        HgemmConfig(128, 128, 64, num_warps=8, num_stages=4, kind="tma"),
         HgemmConfig(32, 64, 128, split_k=4),
-        HgemmConfig(128, 128, 64, split_k=4, num_stages=4, tma=True),
+        HgemmConfig(128, 128, 64, split_k=4, num_stages=4, kind="tma"),
         # stream-K: 6 tiles' 96 K blocks over 132 programs, up to 16 parts a tile
-        HgemmConfig(128, 128, 64, num_warps=8, num_stages=4, tma=True, stream_k=True),
+        HgemmConfig(128, 128, 64, num_warps=8, num_stages=4, kind="stream_k"),
     ):
         assert relative_error(hgemm(a, b, cfg), ref) <= TOLERANCE, cfg.name
         # the second call: the compiled launch, the split-K workspace and counters reused
@@ -269,12 +335,10 @@ def test_stream_k_sums_every_part_of_every_tile_on_the_gpu():
     """Stream-K with every tile spread over the SMs (96 tiles on 132 SMs) and with spread
     tiles before whole waves (512 tiles: 248 spread, 264 one a program), five calls each on
     fresh inputs: a part summed twice or lost, or a counter left set, fails the check."""
-    from kforge.tools.hgemm import hgemm
+    from kforge.tools.gemm.kernels import hgemm
 
     for m, n, k in [(12288, 256, 1024), (4096, 4096, 512), (1000, 520, 4104)]:
-        cfg = HgemmConfig(
-            128, 256 if n >= 256 else 128, 64, num_warps=8, num_stages=3, tma=True, stream_k=True
-        )
+        cfg = HgemmConfig(128, 256 if n >= 256 else 128, 64, num_warps=8, num_stages=3, kind="stream_k")
         for _ in range(5):
             a, b = torch.randn(m, k, device="cuda").half(), torch.randn(k, n, device="cuda").half()
             assert relative_error(hgemm(a, b, cfg), reference(a, b)) <= TOLERANCE, (m, n, k)
@@ -285,19 +349,19 @@ def test_cuda_kernels_match_the_reference_on_ragged_shapes():
     """Every CUDA C++ tile config on M, N and K that are not tile multiples (rows past M and
     chunks past N and K zero-filled), with and without split-K, twice (the split-K counters
     are reset); unaligned operands are refused, and the dispatcher sends them to torch.matmul."""
-    import kforge.tools.hgemm as hg
-    import kforge.tools.hgemm_dispatch as dispatch
-    from kforge.tools.hgemm_cuda import CUDA_TILES
+    import kforge.tools.gemm.dispatch as dispatch
+    import kforge.tools.gemm.kernels as hg
+    from kforge.tools.gemm.cuda import CUDA_TILES
 
     for bm, bn, bk, wm, wn, stages in CUDA_TILES:
         m, n, k = 3 * bm + 5, bn + 8, 5 * bk + 8
         a, b = torch.randn(m, k, device="cuda").half(), torch.randn(k, n, device="cuda").half()
         ref = reference(a, b)
         for split in (1, 3):
-            cfg = HgemmConfig(bm, bn, bk, 8, split, wm * wn, stages, cuda=True)
+            cfg = HgemmConfig(bm, bn, bk, 8, split, wm * wn, stages, kind="cuda")
             for _ in range(2):
                 assert relative_error(hg.hgemm(a, b, cfg), ref) <= TOLERANCE, cfg.name
-    cfg = HgemmConfig(64, 64, 64, 8, 1, 4, 3, cuda=True)
+    cfg = HgemmConfig(64, 64, 64, 8, 1, 4, 3, kind="cuda")
     a, b = torch.randn(64, 136, device="cuda").half(), torch.randn(128, 64, device="cuda").half()
     with pytest.raises(ValueError, match="16-byte aligned"):
         hg.hgemm(a[:, 1:129], b, cfg)
@@ -317,8 +381,8 @@ def test_cuda_kernels_match_the_reference_on_ragged_shapes():
 def test_a_tuned_shape_is_a_task_the_evaluator_checks_like_any_other(tmp_path: Path, make_cpu_options):
     """The written task and candidate go through kforge's evaluator (fp16 class) on the CPU,
     the Triton kernel under the interpreter; the candidate's error is the fp32-accumulation one."""
-    from kforge.agent.commands.gemm_tasks import write_tasks
     from kforge.tools.evaluate import evaluate_many
+    from kforge.tools.gemm.tasks import write_tasks
     from kforge.tools.result import Status
     from kforge.tools.task import load_task
 
@@ -335,7 +399,7 @@ def test_a_known_shape_launches_its_compiled_kernel_straight(monkeypatch):
     split-K workspace and counters (kept between calls) and a new C each call; any other
     call (another dtype, an unaligned view) takes the checked path. The compiled kernel is
     a recorder here: on the CPU the interpreter runs kernels and there is none."""
-    import kforge.tools.hgemm as hg
+    import kforge.tools.gemm.kernels as hg
 
     launches: list[tuple] = []
 
@@ -376,7 +440,7 @@ def test_a_triton_3_6_launcher_is_called_bare_with_its_scratch_allocated_once(mo
     on every call; the plan's launch calls its C entry point with one scratch buffer,
     allocated once, and the same grid, flags and arguments. A launcher of another shape
     is called as it is (the test above)."""
-    import kforge.tools.hgemm as hg
+    import kforge.tools.gemm.kernels as hg
     from triton.runtime import _allocation
 
     calls: list[tuple] = []
@@ -421,7 +485,7 @@ def test_the_dispatcher_remembers_each_operand_layout(monkeypatch):
     """kforge.gemm.matmul: a layout seen before goes to its remembered launch when the
     operands are 16-byte aligned, or to torch.matmul when it is not the table's; an unaligned
     view of a known layout takes the checked path, and the memory stays bounded."""
-    import kforge.tools.hgemm_dispatch as dispatch
+    import kforge.tools.gemm.dispatch as dispatch
 
     monkeypatch.setattr(dispatch, "_DISPATCH", {})
     a, b = torch.randn(32, 64).half(), torch.randn(64, 16).half()

@@ -8,11 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from kforge.agent.commands.gemm_tasks import write_tasks
 from kforge.agent.policy.features import task_features
 from kforge.agent.policy.strategies import hgemm_tuned, registry
 from kforge.tools.evaluate import evaluate_many
-from kforge.tools.hgemm import HgemmConfig
+from kforge.tools.gemm.kernels import HgemmConfig
+from kforge.tools.gemm.tasks import write_tasks
 from kforge.tools.result import Status
 from kforge.tools.static_checks import static_cheats
 from kforge.tools.task import load_task

@@ -151,8 +151,7 @@ def test_the_static_line_names_what_it_sees(
 
 
 def test_the_static_line_leaves_kforges_kernel_library_alone() -> None:
-    source = (
-        "from kforge.tools.hgemm import hgemm\nimport torch\nclass ModelNew(torch.nn.Module):\n    pass\n"
-    )
+    source = "from kforge.tools.gemm.kernels import hgemm\nimport torch\nclass ModelNew(torch.nn.Module):\n    pass\n"
     assert static_cheats(source, "", "fp32") == []
-    assert static_cheats(source.replace("tools.hgemm", "tools.compare"), "", "fp32")
+    assert static_cheats(source.replace("tools.gemm.kernels", "tools.compare"), "", "fp32")
+    assert static_cheats(source.replace("tools.gemm.kernels", "tools.gemm.search"), "", "fp32")

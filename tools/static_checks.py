@@ -52,7 +52,17 @@ def _try_in_functions(tree: ast.AST) -> list[str]:
 # Reaching for what judges a candidate: behind the process boundary none of it finds the judge,
 # and no honest kernel needs it, so each is a named reason of its own.
 EVALUATOR_MODULES = ("kforge",)
-KERNEL_LIBRARIES = ("kforge.tools.hgemm", "kforge.tools.gemm", "kforge.tools.cublaslt", "kforge.gemm")
+# kforge's own GEMM kernels, which a candidate may call (the hgemm-tuned strategy's do): these
+# modules and what they define, not the rest of tools/gemm/ (the search and its timer).
+KERNEL_LIBRARIES = (
+    "kforge.gemm",
+    "kforge.tools.gemm.config",
+    "kforge.tools.gemm.kernels",
+    "kforge.tools.gemm.tma",
+    "kforge.tools.gemm.cuda",
+    "kforge.tools.gemm.cublaslt",
+    "kforge.tools.gemm.dispatch",
+)
 REACH_ATTRIBUTES = {
     "modules": "reads sys.modules (the task's or kforge's modules)",
     "_current_frames": "introspects the evaluator (frames of other threads)",
@@ -68,6 +78,11 @@ REACH_ATTRIBUTES = {
 REACH_MODULES = {"atexit": "registers exit hooks (code that runs after the evaluation)"}
 
 
+def _kernel_library(name: str) -> bool:
+    """``name`` is one of KERNEL_LIBRARIES or inside one (not merely a name that starts alike)."""
+    return any(name == lib or name.startswith(lib + ".") for lib in KERNEL_LIBRARIES)
+
+
 def _evaluator_reach(tree: ast.AST) -> list[str]:
     reasons = []
     for node in ast.walk(tree):
@@ -80,7 +95,7 @@ def _evaluator_reach(tree: ast.AST) -> list[str]:
                 reasons.append(REACH_ATTRIBUTES["suppress"])
         for name in names:
             root = name.split(".")[0]
-            if root in EVALUATOR_MODULES and not name.startswith(KERNEL_LIBRARIES):
+            if root in EVALUATOR_MODULES and not _kernel_library(name):
                 reasons.append(f"imports kforge's own modules ({name}): the evaluator")
             if root in REACH_MODULES:
                 reasons.append(REACH_MODULES[root])

@@ -2,160 +2,60 @@
 against torch.matmul and cuBLASLt, and write the results CSV, a plot and the per-GPU
 dispatch table that ``kforge.gemm.matmul`` reads.
 
-Imports only kforge.tools (torch, triton), so it runs on a bare GPU box. Several GPUs: one
-worker process per GPU, each on every n-th shape; a killed run resumes from its CSVs.
+The run itself is ``tools/gemm/pipeline.py`` (torch and triton only, so it runs on a bare GPU
+box); this module reads the options, draws the plot and prints the summary.
 """
 
 from __future__ import annotations
 
-import csv
-import dataclasses
-import math
-import os
-import subprocess
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from .eval import bad_input
 
-if TYPE_CHECKING:  # torch and triton are imported by the command, not by `kforge --help`
-    from ...tools.hgemm import HgemmConfig
 
+def plot(rows: list[dict[str, str]], path: Path, gpu_name: str) -> None:
+    """The tuned kernel's speedup over torch.matmul per shape, offline and server, by FLOPs."""
+    import matplotlib
 
-def fields() -> list[str]:
-    """The results CSV's columns."""
-    from ...tools.hgemm_search import ShapeResult
+    from ...tools.gemm.report import ratios
 
-    return [f.name for f in dataclasses.fields(ShapeResult)]
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
 
-
-def read_shapes(path: Path, every: int, offset: int) -> list[tuple[int, int, int]]:
-    """The CSV's (M, N, K) rows ordered by M*N*K (then M, N, K); every ``every``-th from
-    ``offset``: the selection rule is fixed by these two numbers."""
-    if not path.is_file():
-        raise bad_input(f"{path}: no such shapes CSV (columns M,N,K)")
-    with path.open() as f:
-        rows = list(csv.DictReader(f))
-    if not rows or not {"M", "N", "K"} <= set(rows[0]):
-        raise bad_input(f"{path}: needs a header with columns M, N, K")
-    shapes = sorted({(int(r["M"]), int(r["N"]), int(r["K"])) for r in rows}, key=lambda s: (math.prod(s), s))
-    return shapes[offset::every]
-
-
-def read_results(out: Path) -> list[dict[str, str]]:
-    rows: list[dict[str, str]] = []
-    for part in sorted(out.glob("results-gpu*.csv")):
-        with part.open() as f:
-            rows.extend(csv.DictReader(f))
-    return rows
-
-
-def read_prior(path: Path | None) -> dict[tuple[int, int, int], HgemmConfig]:
-    """An earlier run's winner per shape (its results.csv), or nothing."""
-    if path is None:
-        return {}
-    if not path.is_file():
-        raise bad_input(f"--prior {path}: no such results CSV (a kforge gemm run's results.csv)")
-    from ...tools.hgemm import HgemmConfig
-
-    with path.open() as f:
-        return {
-            (int(r["M"]), int(r["N"]), int(r["K"])): HgemmConfig.from_name(r["config"])
-            for r in csv.DictReader(f)
-        }
-
-
-def run_worker(
-    shapes: list[tuple[int, int, int]], gpu: int, out: Path, trials: int, prior: Path | None = None
-) -> None:
-    """Search and measure each shape not yet in this GPU's CSV, appending one row each."""
-    import torch
-
-    from ...tools.hgemm_search import measure_shape, search_shape
-
-    device = torch.device("cuda", gpu)
-    torch.cuda.set_device(device)
-    part = out / f"results-gpu{gpu}.csv"
-    done = {(int(r["M"]), int(r["N"]), int(r["K"])) for r in read_results(out)}
-    priors = read_prior(prior)
-    new_file = not part.exists()
-    with part.open("a", newline="") as f, (out / f"search-gpu{gpu}.log").open("a") as log_file:
-        writer = csv.DictWriter(f, fieldnames=fields())
-        if new_file:
-            writer.writeheader()
-        for m, n, k in shapes:
-            if (m, n, k) in done:
-                continue
-            log: list[str] = []
-            cfg, tried = search_shape(m, n, k, device, log, priors.get((m, n, k)))
-            result = dataclasses.replace(
-                measure_shape(m, n, k, cfg, device, trials, seed=m + n + k), candidates=tried
-            )
-            writer.writerow(dataclasses.asdict(result))
-            f.flush()
-            log_file.write("".join(line + "\n" for line in log))
-            print(
-                f"{m}x{n}x{k} {cfg.name}: {result.speedup:.3f}x offline, {result.server_speedup:.3f}x server",
-                flush=True,
-            )
-            torch.cuda.empty_cache()
-
-
-def spawn_workers(
-    csv_path: Path, gpus: list[int], out: Path, every: int, offset: int, trials: int, prior: Path | None
-) -> None:
-    """One ``kforge gemm`` process per GPU; fails if any of them fails."""
-    procs = []
-    for i, gpu in enumerate(gpus):
-        cmd = [
-            sys.executable,
-            "-c",
-            "from kforge.agent.cli import main; main()",  # agent/cli.py has no __main__ block
-            "gemm",
-            str(csv_path),
-            "--gpu",
-            str(gpu),
-            "--out",
-            str(out),
-        ]
-        cmd += [
-            "--every",
-            str(every * len(gpus)),
-            "--offset",
-            str(offset + i * every),
-            "--trials",
-            str(trials),
-        ]
-        cmd += ["--prior", str(prior)] if prior is not None else []
-        procs.append(subprocess.Popen(cmd, env={**os.environ, "KFORGE_GEMM_WORKER": "1"}))
-    failed = [gpu for gpu, proc in zip(gpus, procs, strict=True) if proc.wait() != 0]
-    if failed:
-        raise bad_input(f"the workers on GPU(s) {failed} failed; rerun with --resume {out} to continue")
-
-
-def finish(out: Path, gpu_name: str) -> None:
-    """Merged results CSV, the dispatch table (shapes where the kernel beat torch.matmul
-    offline), the plot, each shape as a task with its kernel as a candidate, and a summary."""
-    from ...tools.hgemm import HgemmConfig
-    from ...tools.hgemm_dispatch import save_table, table_path
-    from .gemm_report import plot, summary, table_configs
-    from .gemm_tasks import write_tasks
-
-    rows = read_results(out)
-    with (out / "results.csv").open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields())
-        writer.writeheader()
-        writer.writerows(sorted(rows, key=lambda r: math.prod(int(r[c]) for c in "MNK")))
-    save_table(table_path(gpu_name, out), gpu_name, table_configs(rows))
-    plot(rows, out / "speedup.png", gpu_name)
-    write_tasks(
-        {(int(r["M"]), int(r["N"]), int(r["K"])): HgemmConfig.from_name(r["config"]) for r in rows},
-        out / "tasks",
+    flops = [2 * int(r["M"]) * int(r["N"]) * int(r["K"]) for r in rows]
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    ax.scatter(flops, ratios(rows, "torch_ms", "kforge_ms"), s=14, label="offline (back to back)")
+    ax.scatter(
+        flops,
+        ratios(rows, "torch_server_ms", "kforge_server_ms"),
+        s=14,
+        marker="x",
+        label="server (idle gap, cold L2)",
     )
-    typer.echo(summary(rows))
+    ax.axhline(1.0, color="gray", lw=0.8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("problem size, 2*M*N*K (FLOP)")
+    ax.set_ylabel("speedup over torch.matmul")
+    ax.set_title(f"kforge gemm, fp16 in / fp32 accumulate / fp16 out, {gpu_name}")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _gpus(gpu: str, visible: int) -> list[int]:
+    """The --gpu option's indices, each one of the ``visible`` GPUs."""
+    try:
+        gpus = [int(g) for g in gpu.split(",")]
+    except ValueError:
+        raise bad_input(f"--gpu {gpu!r}: give GPU indices like 0 or 0,1,2,3") from None
+    if any(not 0 <= g < visible for g in gpus):
+        raise bad_input(f"--gpu {gpu}: this machine has {visible} GPU(s)")
+    return gpus
 
 
 def register(app: typer.Typer) -> None:
@@ -178,23 +78,26 @@ def register(app: typer.Typer) -> None:
         """Tune an fp16 GEMM kernel per shape and measure it against torch.matmul and cuBLASLt."""
         import torch
 
+        from ...tools.gemm import pipeline
+        from ...tools.gemm.report import summary
+
         if not torch.cuda.is_available():
             raise bad_input("kforge gemm needs a CUDA GPU (none is visible)")
-        try:
-            gpus = [int(g) for g in gpu.split(",")]
-        except ValueError:
-            raise bad_input(f"--gpu {gpu!r}: give GPU indices like 0 or 0,1,2,3") from None
-        if any(not 0 <= g < torch.cuda.device_count() for g in gpus):
-            raise bad_input(f"--gpu {gpu}: this machine has {torch.cuda.device_count()} GPU(s)")
+        gpus = _gpus(gpu, torch.cuda.device_count())
         out = resume if resume is not None else out
         if resume is not None and not resume.is_dir():
             raise bad_input(f"--resume {resume}: no such run folder")
         out.mkdir(parents=True, exist_ok=True)
-        shapes = read_shapes(shapes_csv, every, offset)
-        if len(gpus) > 1:
-            spawn_workers(shapes_csv, gpus, out, every, offset, trials, prior)
-        else:
-            read_prior(prior)  # a bad path fails here, before any GPU work
-            run_worker(shapes, gpus[0], out, trials, prior)
-        if os.environ.get("KFORGE_GEMM_WORKER") != "1":
-            finish(out, torch.cuda.get_device_name(gpus[0]))
+        try:
+            shapes = pipeline.read_shapes(shapes_csv, every, offset)
+            if len(gpus) > 1:
+                pipeline.spawn_workers(shapes_csv, gpus, out, every, offset, trials, prior)
+            else:
+                pipeline.read_prior(prior)  # a bad path fails here, before any GPU work
+                pipeline.run_worker(shapes, gpus[0], out, trials, prior)
+        except pipeline.GemmInputError as exc:
+            raise bad_input(str(exc)) from None
+        gpu_name = torch.cuda.get_device_name(gpus[0])
+        rows = pipeline.finish(out, gpu_name)
+        plot(rows, out / "speedup.png", gpu_name)
+        typer.echo(summary(rows))

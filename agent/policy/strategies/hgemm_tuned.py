@@ -3,7 +3,7 @@
 
 A task matches when its traced forward is one 2-D matmul of its two inputs and both are
 fp16, as ``kforge gemm`` writes its tasks. The first candidate runs the config this GPU's
-dispatch table holds for the shape (``tools/gemm_tables``), or else the search's first
+dispatch table holds for the shape (``tools/gemm/tables``), or else the search's first
 candidate; a winner's variants are the next configs of the search's candidate list, two at
 a time, so rounds of the loop walk the same search space ``kforge gemm`` does. On the CPU
 (Triton's interpreter) the configs are small tiles: the loop can be tested, not sped up.
@@ -18,8 +18,8 @@ from typing import Any
 import torch
 import torch.fx
 
-from ....tools.hgemm import HgemmConfig
-from ....tools.hgemm_dispatch import load_table, table_path
+from ....tools.gemm.config import HgemmConfig
+from ....tools.gemm.dispatch import load_table, table_path
 from .source import Body, Spec
 
 FAMILY = "hgemm-tuned"
@@ -30,7 +30,7 @@ CPU_CONFIGS = (
 )
 VARIANTS_PER_WINNER = 2
 MATMULS = (torch.matmul, torch.mm, operator.matmul)
-PRELUDE = "from kforge.tools.hgemm import HgemmConfig, hgemm as _kforge_hgemm"
+PRELUDE = "from kforge.tools.gemm.kernels import HgemmConfig, hgemm as _kforge_hgemm"
 
 
 def match(model: torch.nn.Module, inputs: list[Any]) -> tuple[tuple[int, int, int], list[str]] | None:
@@ -57,7 +57,7 @@ def configs(shape: tuple[int, int, int], device: str) -> tuple[HgemmConfig, ...]
     """The configs the loop tries for one shape, in order."""
     if device != "cuda":
         return CPU_CONFIGS
-    from ....tools.hgemm_search import candidates
+    from ....tools.gemm.search import candidates
 
     props = torch.cuda.get_device_properties(0)
     path = table_path(props.name)

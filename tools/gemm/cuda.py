@@ -1,4 +1,4 @@
-"""CUDA C++ candidates for ``tools/hgemm.py``'s fp16 GEMM: tensor-core kernels written by hand,
+"""CUDA C++ candidates for ``tools/gemm/kernels.py``'s fp16 GEMM: tensor-core kernels written by hand,
 built once per machine by ``torch.utils.cpp_extension.load_inline`` and launched from C++.
 
 The kernel is the Ampere-style multistage GEMM that Hopper still runs: ``cp.async`` copies
@@ -287,7 +287,7 @@ def tile_index(block_m: int, block_n: int, block_k: int, num_warps: int, num_sta
             return i
     raise ValueError(
         f"no CUDA C++ kernel for {block_m}x{block_n}x{block_k} with {num_warps} warps and "
-        f"{num_stages} stages; the built ones are tools/hgemm_cuda.py's CUDA_TILES"
+        f"{num_stages} stages; the built ones are tools/gemm/cuda.py's CUDA_TILES"
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...tools.hgemm import HgemmConfig
+from .config import HgemmConfig
 
 TASK = '''"""fp16 GEMM C = A @ B at ({m}, {n}, {k}), a shape of kforge gemm's list."""
 
@@ -34,7 +34,7 @@ CANDIDATE = '''"""kforge gemm's tuned kernel for ({m}, {n}, {k}): {name}."""
 import torch
 import torch.nn as nn
 
-from kforge.tools.hgemm import HgemmConfig, hgemm
+from kforge.tools.gemm.kernels import HgemmConfig, hgemm
 
 CONFIG = HgemmConfig.from_name("{name}")
 

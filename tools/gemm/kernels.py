@@ -1,15 +1,15 @@
 """Half-precision GEMM, C = A @ B with fp16 A, B and C and an fp32 accumulator: one Triton
 kernel with per-shape tile configs, its compiled per-shape launch, and the check that tells
-fp32 from fp16 accumulation (the dispatch table and ``matmul`` are in ``tools/hgemm_dispatch.py``).
+fp32 from fp16 accumulation (the dispatch table and ``matmul`` are in ``tools/gemm/dispatch.py``).
 
 On Hopper, Triton lowers ``tl.dot`` of fp16 tiles with 4+ warps and a 64-row block to wgmma
 and pipelines the loads over ``num_stages`` buffers. SPLIT_K > 1 splits the K loop over a
 second grid axis for shapes with too few output tiles to fill the SMs: each slice writes an
 fp32 partial and the last slice to finish a tile sums them and rounds to fp16 once, in the
-same launch. Configs with ``tma`` run the persistent TMA kernel of ``tools/hgemm_tma.py``
-instead (``warp_spec``: with Triton's warp specialisation), or with ``split_k`` > 1 its
-split-K kernel on TMA loads, or with ``stream_k`` its stream-K kernel. Configs with ``cuda``
-run the hand-written CUDA C++ kernel of ``tools/hgemm_cuda.py``.
+same launch. Configs of kind ``tma`` run the persistent TMA kernel of ``tools/gemm/tma.py``
+instead (``tma_ws``: with Triton's warp specialisation), or with ``split_k`` > 1 its split-K
+kernel on TMA loads; kind ``stream_k`` runs its stream-K kernel, and kind ``cuda`` the
+hand-written CUDA C++ kernel of ``tools/gemm/cuda.py`` (the config is ``tools/gemm/config.py``'s).
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ import torch
 import triton
 import triton.language as tl
 
-from . import hgemm_cuda
-from .hgemm_tma import (
+from . import cuda
+from .config import HgemmConfig
+from .tma import (
     TMA_KERNEL,
     TMA_SPLIT_KERNEL,
     TMA_STREAMK_KERNEL,
@@ -38,56 +39,6 @@ from .hgemm_tma import (
 # near 2.1e-4 at every K (the output rounding dominates); an fp16 accumulator grows with the
 # number of K blocks and is over this line from K of about 768 on (tests/test_hgemm.py).
 TOLERANCE = 5e-4
-
-
-@dataclasses.dataclass(frozen=True)
-class HgemmConfig:
-    block_m: int
-    block_n: int
-    block_k: int
-    group_m: int = 8
-    split_k: int = 1
-    num_warps: int = 4
-    num_stages: int = 3
-    acc_fp16: bool = False  # the wrong kernel the correctness check must reject
-    tma: bool = False  # the TMA kernels (tools/hgemm_tma.py): persistent, or split-K with split_k > 1
-    warp_spec: bool = False  # ... with warp-specialised loads and MMAs
-    stream_k: bool = False  # ... the stream-K kernel (with tma)
-    cuda: bool = False  # the CUDA C++ kernel of tools/hgemm_cuda.py (mma.sync), not Triton
-
-    def __hash__(self) -> int:  # computed once: a known shape's call hashes its config
-        cached = self.__dict__.get("_hash")
-        if cached is None:
-            cached = hash(tuple(getattr(self, f.name) for f in dataclasses.fields(self)))
-            object.__setattr__(self, "_hash", cached)
-        return cached
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_name(cls, name: str) -> HgemmConfig:
-        """The config that :attr:`name` printed."""
-        tile, group, split, warps, stages, *flags = name.split("-")
-        bm, bn, bk = (int(x) for x in tile.split("x"))
-        unknown = set(flags) - {"acc16", "tma", "tmaws", "streamk", "cuda"}
-        if unknown:
-            raise ValueError(f"{name}: unknown config flags {sorted(unknown)}")
-        return cls(
-            bm, bn, bk, int(group[1:]), int(split[1:]), int(warps[1:]), int(stages[1:]),
-            acc_fp16="acc16" in flags, tma=bool({"tma", "tmaws", "streamk"} & set(flags)),
-            warp_spec="tmaws" in flags, stream_k="streamk" in flags, cuda="cuda" in flags,
-        )  # fmt: skip
-
-    @property
-    def name(self) -> str:
-        acc = "-acc16" if self.acc_fp16 else ""
-        tma = ("-streamk" if self.stream_k else "-tmaws" if self.warp_spec else "-tma") if self.tma else ""
-        tma += "-cuda" if self.cuda else ""
-        return (
-            f"{self.block_m}x{self.block_n}x{self.block_k}-g{self.group_m}-s{self.split_k}"
-            f"-w{self.num_warps}-p{self.num_stages}{acc}{tma}"
-        )
 
 
 @triton.jit
@@ -155,7 +106,7 @@ class _Plan:
     device_index: int
     ws: torch.Tensor | None = None  # split-K's fp32 partials, kept between calls
     persistent: bool = False  # the persistent TMA kernel: no workspace or counters
-    cuda_tile: int | None = None  # the CUDA C++ kernel: its entry in hgemm_cuda.CUDA_TILES
+    cuda_tile: int | None = None  # the CUDA C++ kernel: its entry in cuda.CUDA_TILES
     kernel: Any = None
     launch: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
 
@@ -179,24 +130,24 @@ _LAUNCHES: dict[tuple[Any, ...], _Plan] = {}
 
 def _plan(a: torch.Tensor, b: torch.Tensor, cfg: HgemmConfig) -> _Plan:
     (m, k), n, split = a.shape, b.shape[1], cfg.split_k
-    if cfg.tma and (cfg.acc_fp16 or (split > 1 and cfg.warp_spec)):
+    if cfg.uses_tma and (cfg.acc_fp16 or (split > 1 and cfg.kind == "tma_ws")):
         raise ValueError(
             f"{cfg.name}: the TMA kernels have no fp16 accumulator, and no warp specialisation with split-K"
         )
-    if cfg.stream_k and (not cfg.tma or split > 1 or cfg.warp_spec):
+    if cfg.kind == "stream_k" and split > 1:
         raise ValueError(f"{cfg.name}: stream-K runs on TMA loads, without split-K or warp specialisation")
     tiles = triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n)
-    if cfg.cuda:
-        if cfg.tma or cfg.acc_fp16 or not a.is_cuda:
+    if cfg.kind == "cuda":
+        if cfg.acc_fp16 or not a.is_cuda:
             raise ValueError(
                 f"{cfg.name}: the CUDA C++ kernel runs on a CUDA GPU, without TMA or fp16 accumulation"
             )
-        tile = hgemm_cuda.tile_index(cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_warps, cfg.num_stages)
+        tile = cuda.tile_index(cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_warps, cfg.num_stages)
         partials = torch.empty((split, m, n), device=a.device, dtype=torch.float32) if split > 1 else None
         counters = torch.zeros(tiles, dtype=torch.int32, device=a.device)
         return _Plan((tiles, split), (m, n, k), counters, a.get_device(), partials, cuda_tile=tile)
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else 4
-    if cfg.stream_k:
+    if cfg.kind == "stream_k":
         sk_tiles, iters = streamk_split(tiles, triton.cdiv(k, cfg.block_k), sms)
         slots = torch.empty((2 * sms, cfg.block_m, cfg.block_n), device=a.device, dtype=torch.float32)
         counters = torch.zeros(tiles, dtype=torch.int32, device=a.device)
@@ -205,13 +156,13 @@ def _plan(a: torch.Tensor, b: torch.Tensor, cfg: HgemmConfig) -> _Plan:
         return _Plan((sms, 1), sk_scalars, counters, a.get_device(), slots)
     ws = torch.empty((split, m, n), device=a.device, dtype=torch.float32) if split > 1 else None
     locks = torch.zeros(tiles, dtype=torch.int32, device=a.device)  # split-K's counters
-    if cfg.tma and split > 1:
+    if cfg.uses_tma and split > 1:
         split_consts = (cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, split)
         scalars_tma_split = (m, n, k, a.stride(0), b.stride(0), *split_consts)
         return _Plan((tiles, split), scalars_tma_split, locks, a.get_device(), ws)
-    if cfg.tma:
+    if cfg.uses_tma:
         half = subtile(cfg.block_m, cfg.block_n, cfg.num_stages)
-        tma_consts = (cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, sms, cfg.warp_spec, half)
+        tma_consts = (cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, sms, cfg.kind == "tma_ws", half)
         grid = (tma_grid(m, n, cfg.block_m, cfg.block_n, sms), 1)
         tma_scalars = (m, n, k, a.stride(0), b.stride(0), *tma_consts)
         return _Plan(grid, tma_scalars, a.new_empty(0, dtype=torch.int32), a.get_device(), persistent=True)
@@ -295,13 +246,19 @@ def _bare_launch(run: Any, programs: int, metadata: Any) -> tuple[Any, tuple[Any
 
 def _compile(plan: _Plan, cfg: HgemmConfig, tensors: tuple[torch.Tensor, ...]) -> None:
     """Compile the plan's kernel without running it; under the interpreter, run it instead."""
-    if cfg.cuda:
-        plan.kernel = hgemm_cuda.extension().hgemm
+    if cfg.kind == "cuda":
+        plan.kernel = cuda.extension().hgemm
         return
     opts = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
     jit = _hgemm_kernel
-    if cfg.tma:
-        jit = TMA_STREAMK_KERNEL if cfg.stream_k else TMA_SPLIT_KERNEL if cfg.split_k > 1 else TMA_KERNEL
+    if cfg.uses_tma:
+        jit = (
+            TMA_STREAMK_KERNEL
+            if cfg.kind == "stream_k"
+            else TMA_SPLIT_KERNEL
+            if cfg.split_k > 1
+            else TMA_KERNEL
+        )
         ensure_allocator()
     if not plan.on_gpu:  # the interpreter (TRITON_INTERPRET=1) has no compiled kernel
         jit[plan.grid](*tensors, *plan.scalars, **opts)
@@ -344,7 +301,7 @@ def _first_or_odd_call(a: torch.Tensor, b: torch.Tensor, cfg: HgemmConfig) -> to
         if a.device != b.device:
             raise ValueError(f"hgemm: operands on two devices ({a.device}, {b.device})")
         plan = _PLANS[key] = _plan(a, b, cfg)
-    if (cfg.tma or cfg.cuda) and not tma_aligned(a, b):
+    if cfg.kind != "triton" and not tma_aligned(a, b):
         raise ValueError(
             f"{cfg.name}: TMA and the CUDA C++ kernel need 16-byte aligned rows, unit column stride"
         )

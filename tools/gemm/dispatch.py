@@ -1,5 +1,5 @@
 """The per-GPU dispatch table of ``kforge gemm``'s tuned fp16 GEMMs and the dispatcher
-``kforge.gemm.matmul``: the tuned kernel (``tools/hgemm.py``) for a known (M, N, K), torch.matmul
+``kforge.gemm.matmul``: the tuned kernel (``tools/gemm/kernels.py``) for a known (M, N, K), torch.matmul
 otherwise."""
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ from typing import Any
 
 import torch
 
-from . import hgemm as kernels
-from .hgemm import HgemmConfig, hgemm
-from .hgemm_tma import tma_aligned
+from . import kernels
+from .config import HgemmConfig
+from .kernels import hgemm
+from .tma import tma_aligned
 
-TABLE_DIR = Path(__file__).resolve().parent / "gemm_tables"
+TABLE_DIR = Path(__file__).resolve().parent / "tables"
 
 
 def table_path(gpu_name: str, directory: Path = TABLE_DIR) -> Path:
@@ -32,7 +33,7 @@ def save_table(path: Path, gpu_name: str, configs: dict[tuple[int, int, int], Hg
 
 def load_table(path: Path) -> dict[tuple[int, int, int], HgemmConfig]:
     rows = json.loads(path.read_text())["shapes"]
-    return {(r.pop("M"), r.pop("N"), r.pop("K")): HgemmConfig(**r) for r in rows}
+    return {(r.pop("M"), r.pop("N"), r.pop("K")): HgemmConfig.from_json(r) for r in rows}
 
 
 @functools.cache
@@ -72,7 +73,7 @@ def _dispatch_first(a: torch.Tensor, b: torch.Tensor, key: tuple[Any, ...]) -> t
     if cfg is None:
         _DISPATCH[key] = None
         return torch.matmul(a, b)
-    if (cfg.tma or cfg.cuda) and not tma_aligned(a, b):
+    if cfg.kind != "triton" and not tma_aligned(a, b):
         return torch.matmul(a, b)
     out = hgemm(a, b, cfg)
     plan = kernels._LAUNCHES.get((cfg, a.shape, b.shape, a.stride(), b.stride()))

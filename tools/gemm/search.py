@@ -1,10 +1,10 @@
-"""Per-shape search and measurement for the fp16 GEMM of ``tools/hgemm.py``.
+"""Per-shape search and measurement for the fp16 GEMM of ``tools/gemm/kernels.py``.
 
 ``search_shape`` compiles, verifies and quickly times every candidate config for one
 (M, N, K) and keeps the fastest correct one. ``measure_shape`` then times that kernel
 against torch.matmul (as users call it), torch's cuBLASLt path (heuristic algorithm) and
 cuBLASLt's best algorithm (every one its heuristic offers with a 32 MiB workspace, verified
-and timed; ``tools/cublaslt.py``) on fresh inputs, every output verified, in a per-shape
+and timed; ``tools/gemm/cublaslt.py``) on fresh inputs, every output verified, in a per-shape
 random order, two ways:
 
 * offline: ``reps`` calls back to back between two CUDA events after an L2 flush, the
@@ -28,12 +28,13 @@ import triton
 from triton.compiler.errors import CompilationError
 from triton.runtime.errors import OutOfResources
 
-from . import hgemm_cuda
+from ..timing import LocalSlot, Timer
+from . import cuda
+from .config import HgemmConfig
 from .cublaslt import LtGemm
-from .hgemm import TOLERANCE, HgemmConfig, hgemm, reference, relative_error
-from .hgemm_cuda import CUDA_TILES
-from .hgemm_tma import streamk_split
-from .timing import LocalSlot, Timer
+from .cuda import CUDA_TILES
+from .kernels import TOLERANCE, hgemm, reference, relative_error
+from .tma import streamk_split
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages): wgmma tiles (64-row multiples).
 TILES = [
@@ -57,11 +58,11 @@ SMALL_M_TILES = [
     (32, 128, 64, 4, 4),
     (16, 128, 128, 4, 3),
 ]
-# The persistent TMA schedule (tools/hgemm_tma.py), for shapes with half a wave of output tiles
+# The persistent TMA schedule (tools/gemm/tma.py), for shapes with half a wave of output tiles
 # or more (below a wave, one tile a program); True = with warp specialisation.
 TMA_TILES = [
     (128, 256, 64, 8, 3, False),
-    (128, 256, 64, 8, 4, False),  # C stored in halves (hgemm_tma.subtile) to fit 4 stages
+    (128, 256, 64, 8, 4, False),  # C stored in halves (tma.subtile) to fit 4 stages
     (256, 128, 64, 8, 3, False),
     (128, 128, 64, 8, 4, False),
     (128, 128, 64, 4, 4, False),
@@ -69,7 +70,7 @@ TMA_TILES = [
     (128, 256, 64, 8, 3, True),
     (128, 128, 64, 8, 4, True),
 ]
-# Split-K on TMA loads (tools/hgemm_tma.py), for shapes below half a wave of output tiles.
+# Split-K on TMA loads (tools/gemm/tma.py), for shapes below half a wave of output tiles.
 TMA_SPLIT_TILES = [
     (128, 128, 64, 8, 4),
     (128, 128, 64, 4, 4),
@@ -77,7 +78,7 @@ TMA_SPLIT_TILES = [
     (64, 128, 64, 4, 4),
     (64, 64, 128, 4, 3),
 ]
-# Stream-K on TMA loads (tools/hgemm_tma.py), for shapes whose last wave of tiles is part-empty.
+# Stream-K on TMA loads (tools/gemm/tma.py), for shapes whose last wave of tiles is part-empty.
 STREAMK_TILES = [
     (128, 256, 64, 8, 3),
     (128, 128, 64, 8, 4),
@@ -134,7 +135,9 @@ class ShapeResult:
 
 
 def family(cfg: HgemmConfig) -> str:
-    return "cuda" if cfg.cuda else "tma" if cfg.tma else "small-m" if cfg.block_m < 64 else "tile"
+    return (
+        "cuda" if cfg.kind == "cuda" else "tma" if cfg.uses_tma else "small-m" if cfg.block_m < 64 else "tile"
+    )
 
 
 def _with_splits(m: int, n: int, k: int, sms: int, cfg: HgemmConfig) -> list[HgemmConfig]:
@@ -171,22 +174,22 @@ def candidates(m: int, n: int, k: int, sms: int, families: tuple[str, ...] = FAM
     if "tma" in families and k % 8 == 0 and n % 8 == 0:
         for bm, bn, bk, warps, stages, ws in TMA_TILES:
             if triton.cdiv(m, bm) * triton.cdiv(n, bn) >= sms // 2 and bn <= triton.next_power_of_2(n):
-                out.append(HgemmConfig(bm, bn, bk, 8, 1, warps, stages, tma=True, warp_spec=ws))
+                out.append(HgemmConfig(bm, bn, bk, 8, 1, warps, stages, kind="tma_ws" if ws else "tma"))
         for bm, bn, bk, warps, stages in TMA_SPLIT_TILES:
             if triton.cdiv(m, bm) * triton.cdiv(n, bn) < sms // 2 and tma_fits(bm, bn):
-                splits = _with_splits(m, n, k, sms, HgemmConfig(bm, bn, bk, 8, 1, warps, stages, tma=True))
+                splits = _with_splits(m, n, k, sms, HgemmConfig(bm, bn, bk, 8, 1, warps, stages, kind="tma"))
                 out += splits[1:]  # split-K only: one slice is the persistent kernel
         for bm, bn, bk, warps, stages in STREAMK_TILES:
             tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
             part_empty = tiles / (triton.cdiv(tiles, sms) * sms) < STREAMK_BELOW
             run = streamk_split(tiles, triton.cdiv(k, bk), sms)[1]  # K blocks a program
             if part_empty and run >= STREAMK_MIN_RUN and tma_fits(bm, bn):
-                out.append(HgemmConfig(bm, bn, bk, 8, 1, warps, stages, tma=True, stream_k=True))
+                out.append(HgemmConfig(bm, bn, bk, 8, 1, warps, stages, kind="stream_k"))
     if "cuda" in families and k % 8 == 0 and n % 8 == 0:
         for bm, bn, bk, warps_m, warps_n, stages in CUDA_TILES:
             fits = bm <= max(16, triton.next_power_of_2(m)) and bn <= max(64, triton.next_power_of_2(n))
             if fits and (bm >= 64 or triton.cdiv(m, 64) * triton.cdiv(n, 64) < sms):  # small-M tiles as above
-                cfg = HgemmConfig(bm, bn, bk, 8, 1, warps_m * warps_n, stages, cuda=True)
+                cfg = HgemmConfig(bm, bn, bk, 8, 1, warps_m * warps_n, stages, kind="cuda")
                 out += [c for c in _with_splits(m, n, k, sms, cfg) if c.split_k in (1, *CUDA_SPLITS)]
     return out
 
@@ -233,10 +236,10 @@ def search_shape(
     best: tuple[float, HgemmConfig] | None = None
     configs = candidates(m, n, k, sms) if prior is None else [prior, *candidates(m, n, k, sms, FAMILIES[1:])]
     configs = list(dict.fromkeys(configs))  # a prior from the TMA or small-M family is tried once
-    why = hgemm_cuda.unavailable() if any(c.cuda for c in configs) else None
+    why = cuda.unavailable() if any(c.kind == "cuda" for c in configs) else None
     if why is not None:
         log.append(f"{m}x{n}x{k}: CUDA C++ candidates left out: {why}")
-        configs = [c for c in configs if not c.cuda]
+        configs = [c for c in configs if c.kind != "cuda"]
     for cfg in configs:
         try:
             err = relative_error(hgemm(a, b, cfg), ref)

@@ -1,4 +1,4 @@
-"""The persistent TMA schedule of ``tools/hgemm.py``'s fp16 GEMM, for shapes with half a wave
+"""The persistent TMA schedule of ``tools/gemm/kernels.py``'s fp16 GEMM, for shapes with half a wave
 of output tiles or more (what cuBLAS's nvjet kernels do on Hopper, short of 2-CTA clusters).
 
 One program per SM (grid = min(#SMs, tiles)) walks the output tiles in grouped order, so the

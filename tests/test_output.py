@@ -15,8 +15,6 @@ def test_a_folder_kforge_makes_stays_out_of_git(tmp_path):
     )
     assert status.stdout == ""
     assert (tmp_path / "kforge-runs" / ".gitignore").is_file()
-    output_folder(tmp_path / "kforge-runs" / "task-2")  # inside kforge's folder: nothing more to write
-    assert not (tmp_path / "kforge-runs" / "task-2" / ".gitignore").exists()
 
 
 def test_a_folder_the_user_made_is_left_alone(tmp_path):

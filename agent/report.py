@@ -12,9 +12,9 @@ from pathlib import Path
 from ..tools.result import Result, Status
 from .events import SLOWER_THAN_EAGER
 from .md_text import fenced, md_inline, md_prose
-from .nodes.planner import BASELINE_ID
 from .policy.contrast import figures
 from .policy.render import baseline_summary
+from .state import BASELINE_ID
 from .store import Store, TrajectoryStep
 
 

@@ -12,11 +12,11 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer, PythonLexer
 
-from .nodes.planner import BASELINE_ID
 from .policy.contrast import figures
 from .policy.render import baseline_summary
 from .report import best_step
 from .report_html import cell, fmt, page
+from .state import BASELINE_ID
 from .store import Store, Trajectory, TrajectoryStep
 
 FORMATTER = HtmlFormatter(noclasses=True, style="default")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Literal, TypedDict
 
 DecisionName = Literal["continue", "replan", "stop"]
+BASELINE_ID = "baseline"  # the attempt id under which a run stores the reference's measurement
 
 
 class RunInput(TypedDict):

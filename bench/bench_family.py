@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from common import print_table, problem_order, times
-from kforge.agent.batch_summary import geomean, read_lines
+from kforge.agent.batch.summary import read_lines
+from kforge.tools.fmt import geomean
 
 
 def _label(line: dict[str, Any]) -> str:

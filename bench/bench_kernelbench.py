@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from common import print_table, problem_order, times
-from kforge.agent.batch_summary import P_VALUES, geomean, read_lines, summary
+from kforge.agent.batch.summary import P_VALUES, read_lines, summary
 from kforge.agent.policy.strategies.registry import family_of
+from kforge.tools.fmt import geomean
 
 BAR = {"geomean_vs_eager": 1.35, "geomean_vs_compile": 1.15, "fast_vs_eager@1.0": 0.85}
 

@@ -8,13 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..tools.fmt import num
 from .chunking import Document, MetaValue
 
 _DTYPES = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4")
-
-
-def _fmt(value: float) -> str:
-    return f"{value:g}"
 
 
 def _peaks_table(tflops: dict[str, float]) -> str:
@@ -23,7 +20,7 @@ def _peaks_table(tflops: dict[str, float]) -> str:
         plain, tensor = tflops.get(dtype), tflops.get(f"{dtype}_tc")
         if plain is None and tensor is None:
             continue
-        cells = [_fmt(v) if v is not None else "-" for v in (plain, tensor)]
+        cells = [num(v, digits=6) for v in (plain, tensor)]
         rows.append(f"| {dtype} | {cells[0]} | {cells[1]} |")
     return "\n".join(rows)
 
@@ -52,8 +49,8 @@ def render_sheet(canonical: str, spec: dict[str, Any]) -> str:
             "",
             "## Memory",
             "",
-            f"{_fmt(spec['memory_gb'])} GB of {spec['memory_type']} at "
-            f"{_fmt(spec['memory_bandwidth_gbps'])} GB/s. L2 cache: {_fmt(spec['l2_mb'])} MB. "
+            f"{num(spec['memory_gb'], digits=6)} GB of {spec['memory_type']} at "
+            f"{num(spec['memory_bandwidth_gbps'], digits=6)} GB/s. L2 cache: {num(spec['l2_mb'], digits=6)} MB. "
             f"Shared memory: {spec['smem_per_sm_kb']} KB per SM, up to {spec['smem_per_block_kb']} KB "
             f"per thread block (opt-in above 48 KB). Registers: {regs} 32-bit registers per SM "
             f"({regs * 4 // 1024} KB), at most 255 per thread.",

@@ -117,7 +117,7 @@ def test_killed_batch_resumes_without_redoing_finished_tasks(tmp_path, env):
 
 
 def test_each_batch_worker_gets_its_share_of_the_host_for_compiling(monkeypatch):
-    from kforge.agent.batch import share_of_host
+    from kforge.agent.batch.local import share_of_host
 
     monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
     assert share_of_host(8, cpus=128) == {"TORCHINDUCTOR_COMPILE_THREADS": "16"}
@@ -195,7 +195,7 @@ def test_a_half_written_last_line_is_left_out_by_report_and_set_aside_by_resume(
 
 
 def test_resume_refuses_while_a_worker_of_the_killed_batch_still_runs(tmp_path, env):
-    from kforge.agent.batch_lock import LOCK, alive, release, take
+    from kforge.agent.batch.lock import LOCK, alive, release, take
 
     task = (Path(__file__).parent / "fixtures" / "tasks" / "scale_relu.py").read_text()
     tasks = tmp_path / "tasks"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from kforge.agent.batch_summary import summary, write_summary
+from kforge.agent.batch.summary import summary, write_summary
 
 
 def _line(task, level, status="ok", vs_eager=None, compile_gain=1.25, rejected=0):
@@ -54,7 +54,7 @@ def test_write_summary_files(tmp_path):
 
 
 def test_speedups_come_from_the_candidates_window_when_it_timed_compile():
-    from kforge.agent.batch import speedups
+    from kforge.agent.batch.job import speedups
     from kforge.tools.result import Result, Status, Timing
 
     def timing(ms: float) -> Timing:

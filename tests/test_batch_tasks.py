@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from kforge.agent.batch_tasks import BatchInputError, parse_ints, select
+from kforge.agent.batch.tasks import BatchInputError, parse_ints, select
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from kforge.agent.cli import app
 from kforge.agent.events import CandidateEvaluated, Decision, RichRenderer, RunFinished, RunStarted
 from kforge.agent.mcp.runs import describe
 from kforge.agent.report import render_report
-from kforge.agent.report_run import render_run
+from kforge.agent.report.run import render_run
 from kforge.agent.store import AttemptRecord, Store
 from kforge.tools.result import Result, Status
 from kforge.tools.task import Task

@@ -140,7 +140,7 @@ def _store(folder: Path, run_id: str, attempts: list[tuple[str, int, str, Result
 
 
 def test_a_cheat_copied_into_another_run_or_an_unconfirmed_best_is_never_a_target(tmp_path, monkeypatch):
-    from kforge.agent import batch
+    from kforge.agent.batch import job as batch
 
     # Run A rejected CHEAT. Run B (another store) saw the same source pass, twice; its best
     # (r2-c0) then failed the batch's confirmation, which the batch records in B's store.

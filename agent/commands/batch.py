@@ -64,7 +64,7 @@ def batch_command(
 
     Exit code 0 when every task ran, 3 when some task files were invalid (their results.jsonl
     lines say why: status invalid_task), 2 on bad input or while another process runs the folder."""
-    from ..batch_tasks import BATCH_META, BatchInputError, parse_ints, select
+    from ..batch import BATCH_META, BatchInputError, parse_ints, select
     from ..settings import SettingsError, resolve
 
     console = Console(stderr=True)
@@ -104,8 +104,7 @@ def batch_command(
         )
     except (BatchInputError, SettingsError, ValueError, KeyError) as err:
         raise _fail(console, str(err)) from None
-    from ..batch import BatchOptions  # the engine (torch): after the input is checked
-    from ..batch_lock import check_free
+    from ..batch import BatchOptions, check_free  # the engine (torch): after the input is checked
 
     folder = resume or out or Path("kforge-batch")
     try:
@@ -127,8 +126,8 @@ def batch_command(
 
 def _finish(folder: Path, meta: dict[str, str], console: Console) -> None:
     """The summary, the report, and the exit code (3 when some task files were invalid)."""
-    from ..batch_summary import write_summary
-    from ..report_html import write_report
+    from ..batch import write_summary
+    from ..report import write_report
 
     overall = write_summary(folder, meta)["overall"]
     console.print(
@@ -148,7 +147,7 @@ def _finish(folder: Path, meta: dict[str, str], console: Console) -> None:
 
 
 def _gpus(text: str | None, device: str) -> list[int]:
-    from ..batch_tasks import parse_ints
+    from ..batch import parse_ints
 
     listed = parse_ints(text, "--gpus")
     if device == "cpu":
@@ -180,8 +179,7 @@ def _check(policy: str, device: str, precision: str) -> None:
 def _run(entries: list[Any], options: Any, console: Console, quiet: bool) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ..batch import done_keys, run_batch
-    from ..batch_tasks import BatchInputError
+    from ..batch import BatchInputError, done_keys, run_batch
 
     already = len(done_keys(options.out) & {e.key for e in entries})
     counts = {"correct": 0, "faster": 0, "rejected": 0}

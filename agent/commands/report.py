@@ -19,7 +19,7 @@ def report_command(
     open_: Annotated[bool, typer.Option("--open", help="open the report in the web browser")] = False,
 ) -> None:
     """Write report.html (summary, plots, sortable task table; or a run's attempts with code and diffs)."""
-    from ..report_html import write_report
+    from ..report import write_report
 
     try:
         target = write_report(path)

@@ -194,7 +194,7 @@ class Runs:
         return batch_id
 
     def batch_status(self, batch_id: str) -> dict[str, Any]:
-        from ..batch_summary import read_lines
+        from ..batch import read_lines
 
         folder = self.batches_dir / batch_id
         if Path(batch_id).name != batch_id or (batch_id not in self.children and not folder.is_dir()):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from ..batch_tasks import BatchInputError, TaskEntry, select
+from ..batch import BatchInputError, TaskEntry, select
 
 LIST_BREAKERS = ("\n", "\r", "#")  # a task path with one of these cannot be a list file's line
 MAX_SOURCE_BYTES = 16 * 2**20  # a task or candidate file larger than this is refused unread

@@ -20,11 +20,9 @@ from ..context import RunContext
 from ..evaluator import eval_options
 from ..events import Notice, PlanReady
 from ..retrieve import RetrievalMissing, retrieve_docs
-from ..state import State
+from ..state import BASELINE_ID, State
 from ..store import USER_POLICY
 from ..views import attempt_state, policy_context
-
-BASELINE_ID = "baseline"
 
 
 def _baseline(rc: RunContext) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ...tools.fmt import num
 from ...tools.profile import describe_ncu
 from ...tools.result import Result, Status
 from .base import AttemptView
@@ -57,17 +58,13 @@ def select_contrastive(attempts: list[AttemptView], cap: int = 6, max_failures: 
     return [Labelled(a, chosen[a.attempt_id]) for a in attempts if a.attempt_id in chosen]
 
 
-def _fmt(value: float | None, unit: str = "", digits: int = 4) -> str:
-    return f"{value:.{digits}g}{unit}" if value is not None else "-"
-
-
 def figures(result: Result) -> str:
     """One line of measured figures."""
     parts = [f"status {result.status.value}"]
     if result.status is Status.OK:
-        parts.append(f"speedup vs eager {_fmt(result.speedup_vs_eager, 'x', 3)}")
-        parts.append(f"vs torch.compile {_fmt(result.speedup_vs_compile, 'x', 3)}")
-        parts.append(f"candidate {_fmt(result.candidate_ms, ' ms')}, eager {_fmt(result.eager_ms, ' ms')}")
+        parts.append(f"speedup vs eager {num(result.speedup_vs_eager, 'x', 3)}")
+        parts.append(f"vs torch.compile {num(result.speedup_vs_compile, 'x', 3)}")
+        parts.append(f"candidate {num(result.candidate_ms, ' ms')}, eager {num(result.eager_ms, ' ms')}")
         if result.roofline_fraction is not None and result.roofline is not None:
             parts.append(f"{result.roofline_fraction:.0%} of the {result.roofline.bound}-bound floor")
         if result.max_abs_err is not None:

@@ -3,17 +3,10 @@ variant won and by how much, where it sits on the roofline, what failed and why.
 
 from __future__ import annotations
 
+from ...tools.fmt import ms, ratio
 from ...tools.result import Result, Status
 from .base import AttemptView
 from .features import TaskFeatures
-
-
-def _ms(value: float | None) -> str:
-    return f"{value:.4g} ms" if value is not None else "-"
-
-
-def _x(value: float | None) -> str:
-    return f"{value:.2f}x" if value is not None else "-"
 
 
 def position(features: TaskFeatures) -> str:
@@ -23,13 +16,13 @@ def position(features: TaskFeatures) -> str:
         if features.gpu_assumed
         else f"on {features.gpu}"
     )
-    floor = f"floor {_ms(features.floor_ms)} {where}" if features.floor_ms is not None else "floor unknown"
+    floor = f"floor {ms(features.floor_ms)} {where}" if features.floor_ms is not None else "floor unknown"
     measured = f" (measured on {features.measured_on})" if features.measured_on else ""
     kind = "launch-bound" if features.launch_bound else f"{features.bound}-bound"
     ops = f"{features.launches} kernel-launching ops" if features.launches else "ops unknown"
     return (
         f"{kind}: {features.flops / 1e9:.3g} GFLOP, {features.min_bytes / 1e6:.3g} MB minimal traffic, "
-        f"{floor}; {ops}; eager {_ms(features.eager_ms)}, torch.compile {_ms(features.compile_ms)}{measured}"
+        f"{floor}; {ops}; eager {ms(features.eager_ms)}, torch.compile {ms(features.compile_ms)}{measured}"
     )
 
 
@@ -55,7 +48,7 @@ def _first_line(text: str) -> str:
 def analysis(new: list[AttemptView], baseline: Result | None, best_so_far: AttemptView | None) -> str:
     lines = ["## Performance analysis (embedded policy)", ""]
     if baseline is not None:
-        lines.append(f"Reference: eager {_ms(baseline.eager_ms)}, torch.compile {_ms(baseline.compile_ms)}.")
+        lines.append(f"Reference: eager {ms(baseline.eager_ms)}, torch.compile {ms(baseline.compile_ms)}.")
     if not new:
         return "\n".join([*lines, "No candidates this round: every applicable strategy was tried."])
     verified = sorted(
@@ -65,19 +58,19 @@ def analysis(new: list[AttemptView], baseline: Result | None, best_so_far: Attem
     for view in verified:
         r = view.result
         lines.append(
-            f"- {view.attempt_id} {view.strategy}: {_ms(r.candidate_ms)}, {_x(r.speedup_vs_eager)} vs eager, "
-            f"{_x(r.speedup_vs_compile)} vs torch.compile"
+            f"- {view.attempt_id} {view.strategy}: {ms(r.candidate_ms)}, {ratio(r.speedup_vs_eager)} vs eager, "
+            f"{ratio(r.speedup_vs_compile)} vs torch.compile"
         )
     if verified:
         win = verified[0]
         text = f"Winner: {win.strategy} ({win.attempt_id})"
         if len(verified) > 1 and verified[1].result.candidate_ms and win.result.candidate_ms:
-            ratio = verified[1].result.candidate_ms / win.result.candidate_ms
-            text += f", {ratio:.2f}x faster than the runner-up {verified[1].strategy}"
+            margin = verified[1].result.candidate_ms / win.result.candidate_ms
+            text += f", {margin:.2f}x faster than the runner-up {verified[1].strategy}"
         lines += ["", text + f"; now {_bound_now(win.result)}."]
         if best_so_far is not None and best_so_far.attempt_id != win.attempt_id:
             lines.append(
-                f"Best overall is still {best_so_far.strategy} ({_x(best_so_far.result.speedup_vs_eager)})."
+                f"Best overall is still {best_so_far.strategy} ({ratio(best_so_far.result.speedup_vs_eager)})."
             )
     failed = [v for v in new if v.result.status is not Status.OK]
     for view in failed:

@@ -12,12 +12,12 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer, PythonLexer
 
-from .nodes.planner import BASELINE_ID
-from .policy.contrast import figures
-from .policy.render import baseline_summary
-from .report import best_step
-from .report_html import cell, fmt, page
-from .store import Store, Trajectory, TrajectoryStep
+from ..policy.contrast import figures
+from ..policy.render import baseline_summary
+from ..state import BASELINE_ID
+from ..store import Store, Trajectory, TrajectoryStep
+from .markdown import best_step
+from .page import cell, fmt, page
 
 FORMATTER = HtmlFormatter(noclasses=True, style="default")
 

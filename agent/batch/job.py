@@ -1,13 +1,7 @@
-"""Batch optimization: many tasks through the same optimize graph, one worker process per
-selected GPU taking tasks from a shared queue (one worker on the CPU), or one Ray task per
-GPU of a Ray cluster (``batch_ray``): both are executors behind ``run_batch``.
-
-Each task's run folder is ``OUT/runs/<task>/<run id>/``; the parent appends one line per
-finished task to ``OUT/results.jsonl`` (``batch_results``: written whole and flushed, by one
-writer) and, at the end, writes ``summary.md``/``summary.json`` and the speedup plot. A batch
-that was killed continues with ``resume``: finished tasks are skipped and a half-done task's
-run folder is resumed through ``optimize(resume=...)``. One process at a time owns the folder
-(``batch_lock``).
+"""One task of a batch: the per-task run settings (``BatchOptions``), the evaluator a batch
+uses, and ``run_task``: optimize the task through the same graph as ``kforge optimize``,
+measure its best once more (the confirmation) and give back its results.jsonl line. Both
+executors (``local``: worker processes on this host; ``ray``: a Ray cluster) run it.
 
 A task file that cannot be read or parsed, or whose own Model does not run (its import,
 get_inputs or forward raises), gets an ``invalid_task`` line with the reason.
@@ -16,25 +10,18 @@ get_inputs or forward raises), gets an ``invalid_task`` line with the reason.
 from __future__ import annotations
 
 import dataclasses
-import json
-import multiprocessing as mp
-import os
-import queue
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..tools.evaluate import EvalOptions
-from ..tools.result import Result, Status
-from ..tools.task import Task, TaskError, load_task
-from .batch_lock import add_owners, owning
-from .batch_results import RESULTS, append_line, done_keys, set_aside_partial
-from .batch_tasks import BATCH_META, TaskEntry
-from .evaluator import EngineEvaluator, OnResult, eval_options
-from .settings import RunSettings
+from ...tools.evaluate import EvalOptions
+from ...tools.result import Result, Status
+from ...tools.task import Task, TaskError, load_task
+from ..evaluator import EngineEvaluator, OnResult, eval_options
+from ..settings import RunSettings
+from ..state import BASELINE_ID
+from .tasks import TaskEntry
 
-__all__ = ["RESULTS", "BatchOptions", "done_keys", "run_batch", "run_task"]
 BROKEN = (Status.RUNTIME_ERROR, Status.COMPILE_ERROR, Status.FORMAT_ERROR)  # a reference that does not run
 
 
@@ -99,7 +86,7 @@ class BatchEvaluator(EngineEvaluator):
 
 def _policy(options: BatchOptions) -> Any:
     if options.policy == "embedded":
-        from .policy.embedded import EmbeddedPolicy
+        from ..policy.embedded import EmbeddedPolicy
 
         return EmbeddedPolicy(families=options.families)
     return None  # optimize() builds the LLM policy from the settings' endpoint
@@ -143,7 +130,7 @@ def _load(entry: TaskEntry) -> Task:
 
 def run_task(entry: TaskEntry, options: BatchOptions) -> dict[str, Any]:
     """Optimize one task; the results.jsonl line for it."""
-    from .run import optimize
+    from ..run import optimize
 
     started = time.time()
     line: dict[str, Any] = {
@@ -171,15 +158,15 @@ def run_task(entry: TaskEntry, options: BatchOptions) -> dict[str, Any]:
 def _outcome(task: Task, summary: Any, settings: RunSettings, options: BatchOptions) -> dict[str, Any]:
     """The line's fields from the finished run: its attempts, its best, and the best measured
     again (the confirmation, recorded in the run's store beside the attempt)."""
-    from .store import Store
+    from ..store import Store
 
     store = Store(summary.run_dir / "trajectories.db")
     try:
         results = store.results(summary.run_id)
-        baseline = results.get("baseline")
+        baseline = results.get(BASELINE_ID)
         counts: dict[str, int] = {}
         for attempt_id, result in results.items():
-            if attempt_id != "baseline":
+            if attempt_id != BASELINE_ID:
                 counts[result.status.value] = counts.get(result.status.value, 0) + 1
         line: dict[str, Any] = {
             "run_dir": str(summary.run_dir), "reason": summary.reason, "attempts": counts,
@@ -213,109 +200,3 @@ def _confirm(task: Task, source: str, settings: RunSettings, trials: int) -> Res
     torch.compile are timed beside it, so that both of its speedups come from one window."""
     options = dataclasses.replace(eval_options(settings), seed=1)
     return BatchEvaluator(trials, time_compile=True).evaluate_many(task, [source], options)[0]
-
-
-def share_of_host(workers: int, cpus: int | None = None) -> dict[str, str]:
-    """Environment for one of ``workers`` batch workers on one host: each gets its share of
-    the cores for Inductor's compile threads (by default every worker would start one per
-    core, 8 x 128 on an 8-GPU host, while another worker times a host-bound forward).
-    Variables the user set are kept."""
-    if "TORCHINDUCTOR_COMPILE_THREADS" in os.environ:
-        return {}
-    share = max(1, (cpus or os.cpu_count() or 1) // max(1, workers))
-    return {"TORCHINDUCTOR_COMPILE_THREADS": str(share)}
-
-
-def _worker(
-    gpu: int | None,
-    options: BatchOptions,
-    tasks: Any,
-    results: Any,
-    deadline: float | None,
-    workers: int = 1,
-    parent: int | None = None,
-) -> None:
-    if gpu is not None:  # this process only ever sees its own GPU
-        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
-    if workers > 1:
-        os.environ.update(share_of_host(workers))
-    while deadline is None or time.time() < deadline:
-        if parent is not None and os.getppid() != parent:  # the batch process was killed:
-            results.cancel_join_thread()  # nobody reads the lines it holds; take no new task
-            return
-        entry = tasks.get()
-        if entry is None:
-            return
-        results.put(run_task(entry, options))
-
-
-Executor = Callable[[list[TaskEntry], "BatchOptions"], Iterator[dict[str, Any]]]
-
-
-def local_pool(pending: list[TaskEntry], options: BatchOptions) -> Iterator[dict[str, Any]]:
-    """The default executor: one worker process per selected GPU (one on the CPU) taking
-    tasks from a shared queue; each task's line as it lands. A task whose worker died, or
-    that the deadline left unstarted, yields nothing and stays pending for a resume."""
-    ctx = mp.get_context("spawn")
-    tasks, results = ctx.Queue(), ctx.Queue()
-    gpus: list[int | None] = list(options.gpus) if options.settings.device == "cuda" else [None]
-    gpus = gpus[: len(pending)]
-    for entry in pending:
-        tasks.put(entry)
-    for _ in gpus:
-        tasks.put(None)
-    deadline = time.time() + options.max_time_s if options.max_time_s is not None else None
-    workers = [
-        ctx.Process(
-            target=_worker, args=(gpu, options, tasks, results, deadline, len(gpus), os.getpid()), daemon=True
-        )
-        for gpu in gpus
-    ]
-    for w in workers:
-        w.start()
-    add_owners(options.out, [w.pid for w in workers if w.pid is not None])
-    received = 0
-    while received < len(pending):
-        try:
-            line = results.get(timeout=2.0)
-        except queue.Empty:
-            if any(w.is_alive() for w in workers):
-                continue
-            try:  # every worker has ended: take what the last one sent before it went
-                line = results.get(timeout=2.0)
-            except queue.Empty:
-                break
-        received += 1
-        yield line
-    for w in workers:
-        w.join(timeout=10)
-
-
-def _executor(options: BatchOptions) -> Executor:
-    if options.ray is None:
-        return local_pool
-    from .batch_ray import ray_pool
-
-    return ray_pool
-
-
-def run_batch(
-    entries: list[TaskEntry], options: BatchOptions, on_line: Callable[[dict[str, Any]], None] | None = None
-) -> list[dict[str, Any]]:
-    """Run every entry not yet in results.jsonl through the options' executor (the local
-    pool, or Ray with ``options.ray``); the lines written by this call. A BatchInputError
-    when another live process owns the folder."""
-    with owning(options.out):
-        set_aside_partial(options.out)
-        (options.out / BATCH_META).write_text(
-            json.dumps(options.to_json() | {"tasks": [e.key for e in entries]}, indent=2)
-        )
-        finished = done_keys(options.out)
-        pending = [e for e in entries if e.key not in finished]
-        written: list[dict[str, Any]] = []
-        for line in _executor(options)(pending, options) if pending else []:
-            append_line(options.out, line)
-            written.append(line)
-            if on_line is not None:
-                on_line(line)
-    return written

@@ -17,8 +17,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from .batch import BatchOptions, run_task
-from .batch_tasks import BatchInputError, TaskEntry
+from .job import BatchOptions, run_task
+from .tasks import BatchInputError, TaskEntry
 
 RETRIES = 3  # runs of a task after its worker died, before it is recorded as an error
 

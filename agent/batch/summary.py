@@ -11,24 +11,25 @@ below 1x: keeping the reference is not counted as an outcome).
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
-from .batch_results import read_results
+from ...tools.fmt import geomean, ratio
+from .results import read_results
 
 P_VALUES = (1.0, 1.5, 2.0)
 PLOT = "speedups.png"
+GEOMEANS = (
+    "geomean_vs_eager",
+    "geomean_vs_compile",
+    "compile_geomean_vs_eager",
+    "best_of_eager_compile_geomean",
+)
 
 
 def read_lines(out: Path) -> list[dict[str, Any]]:
     """The batch's whole results lines (a half-written last one is left out, with a warning)."""
     return read_results(out)
-
-
-def geomean(values: list[float]) -> float | None:
-    values = [v for v in values if v and v > 0]
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
 def summarise(lines: list[dict[str, Any]]) -> dict[str, Any]:
@@ -80,10 +81,6 @@ def _pct(v: float | None) -> str:
     return f"{v:.2f}" if v is not None else "-"
 
 
-def _x(v: float | None) -> str:
-    return f"{v:.3f}x" if v is not None else "-"
-
-
 def table(groups: dict[str, dict[str, Any]]) -> list[str]:
     rows = [
         "| tasks | valid | correct | fast_1 / 1.5 / 2 vs eager | fast_1 / 1.5 / 2 vs compile | geomean vs eager"
@@ -93,10 +90,10 @@ def table(groups: dict[str, dict[str, Any]]) -> list[str]:
     for name, s in groups.items():
         fe = " / ".join(_pct(s["fast_vs_eager"][str(p)]) for p in P_VALUES)
         fc = " / ".join(_pct(s["fast_vs_compile"][str(p)]) for p in P_VALUES)
+        gm = [ratio(s[k], 3) for k in GEOMEANS]
         rows.append(
             f"| {name} ({s['tasks']}) | {s['valid_tasks']} | {_pct(s['correct_rate'])} | {fe} | {fc}"
-            f" | {_x(s['geomean_vs_eager'])} | {_x(s['geomean_vs_compile'])} | {_x(s['compile_geomean_vs_eager'])}"
-            f" | {_x(s['best_of_eager_compile_geomean'])} | {s['rejected_attempts']} | {s['time_s'] / 60:.1f} min |"
+            f" | {gm[0]} | {gm[1]} | {gm[2]} | {gm[3]} | {s['rejected_attempts']} | {s['time_s'] / 60:.1f} min |"
         )
     return rows
 

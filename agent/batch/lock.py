@@ -17,7 +17,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from .batch_tasks import BatchInputError
+from .tasks import BatchInputError
 
 LOCK = "batch.lock"
 GUARD = ".batch.lock.guard"

@@ -1,26 +1,19 @@
-"""Write a run's ``report.md`` (every attempt with its result and the analyses), its
-``report.html`` (``report_html``) and ``best.py``
-(the fastest verified candidate) from the trajectory store.
+"""A run's ``report.md``: every attempt with its result and the analyses, from the trajectory
+store; and ``best_step``, the verified attempt a run reports as its best.
 
 Every text in report.md that came from the task, a candidate, its worker or the policy goes
 through ``md_text``: no raw HTML reaches the Markdown (the MCP server returns it as is)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from ..tools.result import Result, Status
-from .events import SLOWER_THAN_EAGER
-from .md_text import fenced, md_inline, md_prose
-from .nodes.planner import BASELINE_ID
-from .policy.contrast import figures
-from .policy.render import baseline_summary
-from .store import Store, TrajectoryStep
-
-
-def _fmt(value: float | None, unit: str = "", digits: int = 4) -> str:
-    return f"{value:.{digits}g}{unit}" if value is not None else "-"
-
+from ...tools.fmt import num
+from ...tools.result import Result, Status
+from ..events import SLOWER_THAN_EAGER
+from ..md_text import fenced, md_inline, md_prose
+from ..policy.contrast import figures
+from ..policy.render import baseline_summary
+from ..state import BASELINE_ID
+from ..store import Store, TrajectoryStep
 
 SLOWER = f" ({SLOWER_THAN_EAGER})"
 
@@ -44,8 +37,8 @@ def _row(step: TrajectoryStep) -> str:
         return f"{which} not evaluated | - | - | - | - |"
     roof = f"{r.roofline_fraction:.0%}" if r.roofline_fraction is not None else "-"
     return (
-        f"{which} {r.status.value} | {_fmt(r.speedup_vs_eager, 'x', 3)}"
-        f" | {_fmt(r.speedup_vs_compile, 'x', 3)} | {_fmt(r.candidate_ms)} | {roof} |"
+        f"{which} {r.status.value} | {num(r.speedup_vs_eager, 'x', 3)}"
+        f" | {num(r.speedup_vs_compile, 'x', 3)} | {num(r.candidate_ms)} | {roof} |"
     )
 
 
@@ -86,7 +79,7 @@ def render_report(store: Store, run_id: str) -> str:
             f"Baseline: {md_inline(baseline_summary(baseline))}",
             "",
             f"Best: {md_inline(best.attempt.attempt_id)} at"
-            f" {_fmt(best.result.speedup_vs_eager if best.result else None, 'x', 3)}"
+            f" {num(best.result.speedup_vs_eager if best.result else None, 'x', 3)}"
             + (SLOWER if best.result and (best.result.speedup_vs_eager or 0) < 1 else "")
             if best
             else "Best: no verified candidate",
@@ -116,18 +109,3 @@ def render_report(store: Store, run_id: str) -> str:
                     "",
                 ]
     return "\n".join(lines)
-
-
-def write_outputs(store: Store, run_id: str, run_dir: Path) -> Path | None:
-    """Write report.md, report.html and best.py; returns best.py's path, or None when nothing verified."""
-    from .report_html import write_report
-
-    (run_dir / "report.md").write_text(render_report(store, run_id))
-    write_report(run_dir)
-    best_path = run_dir / "best.py"
-    for trajectory in store.trajectories(run_id):
-        best = best_step(trajectory.steps)
-        if best is not None:
-            best_path.write_text(best.attempt.source)
-            return best_path
-    return None

@@ -127,3 +127,22 @@ def test_a_killed_driver_resumes_on_the_cluster(tmp_path, env, cluster):
     assert sorted(x["task"] for x in after) == ["1_linear_sum", "2_linear_sum", "3_linear_sum"]
     assert all(x["status"] == "ok" for x in after)
     assert json.loads((out / "batch.json").read_text())["ray"] == cluster
+
+
+@pytest.mark.parametrize("written", [None, "127.0.0.1:9"])
+def test_ray_auto_without_a_live_cluster_fails_at_once_in_one_line(tmp_path, env, written):
+    """No cluster started here, or a stale address left by one that is gone: one line within
+    seconds (Ray itself retried a stale address for minutes)."""
+    env = {k: v for k, v in env.items() if k != "RAY_ADDRESS"} | {"RAY_TMPDIR": str(tmp_path)}
+    if written:
+        (tmp_path / "ray").mkdir()
+        (tmp_path / "ray" / "ray_current_cluster").write_text(written + "\n")
+    start = time.monotonic()
+    done = subprocess.run(
+        [*CLI, str(_tasks(tmp_path / "tasks", 1)), *TINY, "--ray", "auto", "--out", str(tmp_path / "b")],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2 and time.monotonic() - start < 60, done.stderr[-2000:]
+    expected = "no Ray cluster answers at 127.0.0.1:9" if written else "no Ray cluster was started"
+    assert expected in done.stderr and "ray start --head --num-gpus N" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr

@@ -13,8 +13,10 @@ choice (``ray start --head --num-gpus 2``), one task runs per declared GPU.
 from __future__ import annotations
 
 import os
+import socket
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from .job import BatchOptions, run_task
@@ -41,14 +43,46 @@ def ray_task(entry: TaskEntry, options: BatchOptions, cpus: int) -> dict[str, An
     return line | {"worker": {"node": node, "pid": os.getpid()}}
 
 
+START = "start one with `ray start --head --num-gpus N` (docs/batch.md)"
+
+
+def cluster_address(address: str) -> str:
+    """The GCS address ``--ray`` names: itself, or for ``auto`` ``RAY_ADDRESS`` or the cluster
+    this machine last started (``ray start`` writes it under Ray's temp folder)."""
+    if address != "auto":
+        return address
+    if os.environ.get("RAY_ADDRESS"):
+        return os.environ["RAY_ADDRESS"]
+    written = Path(os.environ.get("RAY_TMPDIR") or "/tmp") / "ray" / "ray_current_cluster"
+    try:
+        return written.read_text().strip().splitlines()[0]
+    except (OSError, IndexError):
+        raise BatchInputError(f"--ray auto: no Ray cluster was started on this machine; {START}") from None
+
+
+def check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Fail at once, in one line, when nothing answers at ``address`` (Ray itself retries a
+    stale address for minutes)."""
+    if address.startswith(("ray://", "local")):
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout_s).close()
+    except (OSError, ValueError):
+        raise BatchInputError(
+            f"--ray: no Ray cluster answers at {address} (a stale or stopped cluster?); "
+            f"`ray stop`, then {START.removeprefix('start one with ')}"
+        ) from None
+
+
 def _connect(ray: Any, address: str) -> tuple[int, int]:
     """Join the cluster; its GPU count and the CPUs each task claims."""
+    resolved = cluster_address(address)
+    check_reachable(resolved)
     try:
-        ray.init(address=address, log_to_driver=False, logging_level="WARNING")
+        ray.init(address=resolved, log_to_driver=False, logging_level="WARNING")
     except ConnectionError as err:
-        raise BatchInputError(
-            f"--ray {address}: no Ray cluster there ({err}); start one with ray start"
-        ) from None
+        raise BatchInputError(f"--ray {address}: no Ray cluster there ({err}); {START}") from None
     resources = ray.cluster_resources()
     gpus, cpus = int(resources.get("GPU", 0)), int(resources.get("CPU", 0))
     if gpus < 1:

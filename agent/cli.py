@@ -57,6 +57,19 @@ def _register_all() -> None:
 _register_all()
 
 
+def _end_with_parent() -> None:
+    """A command started by the MCP server (``KFORGE_PARENT_PID``) ends when the server does,
+    however it ended (a killed IDE client takes the server, its runs and their workers)."""
+    import os
+
+    parent = os.environ.pop("KFORGE_PARENT_PID", "")
+    if parent.isdigit():
+        from ..tools.process import watch_parent
+
+        watch_parent(int(parent))
+
+
 def main() -> None:
+    _end_with_parent()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     app()

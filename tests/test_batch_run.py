@@ -227,3 +227,51 @@ def test_resume_refuses_while_a_worker_of_the_killed_batch_still_runs(tmp_path, 
     take(out)  # every owner is gone: the lock is stale and taken over
     release(out)
     assert not (out / LOCK).exists()
+
+
+def _descendants(pid: int) -> set[int]:
+    found: set[int] = set()
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit():
+                stat = (proc / "stat").read_text()
+                if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                    found |= {int(proc.name)} | _descendants(int(proc.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_killed_batch_takes_its_workers_and_their_evaluations_with_it(tmp_path, env, sig):
+    """TERM (kill, timeout) or INT (Ctrl-C) to the batch alone: its task worker and the
+    evaluation workers under it end too, and no next task starts."""
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    for i in range(3):
+        (tasks / f"{i + 1}_softmax_rows.py").write_text((FIXTURES / "tasks" / "softmax_rows.py").read_text())
+    out = tmp_path / "batch"
+    proc = subprocess.Popen([*CLI, str(tasks), *FAST, "--out", str(out)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 240
+    under: set[int] = set()
+    while time.monotonic() < deadline and proc.poll() is None:  # until an evaluation runs under it
+        under = _descendants(proc.pid)
+        if any(b"kforge.tools.worker" in Path(f"/proc/{p}/cmdline").read_bytes() for p in under if _alive(p)):
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None and under, "the batch ended before an evaluation started"
+    proc.send_signal(sig)
+    proc.wait(timeout=60)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(_alive(p) for p in under):
+        time.sleep(0.5)
+    assert not [p for p in under if _alive(p)]
+    assert len(list((out / "runs").glob("*"))) <= 1  # no next task was started

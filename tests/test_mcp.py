@@ -272,3 +272,39 @@ def test_a_child_log_is_read_from_its_end_however_large(tmp_path: Path) -> None:
         tracemalloc.stop()
     assert tail == "ValueError: the last line says why"
     assert peak < 2**20, f"{peak / 2**20:.1f} MiB read for one line"
+
+
+def test_a_run_started_by_a_server_that_is_killed_ends_with_its_evaluations(workspace: Path) -> None:
+    """The server killed outright (its IDE client killed it, or the OOM killer): the optimize
+    run it started (its own session, so no signal reaches it) ends, and its workers with it."""
+    import signal
+    import subprocess
+    import time
+
+    server = subprocess.Popen(
+        [sys.executable, "-c", (
+            "import sys, time\nfrom pathlib import Path\n"
+            "from kforge.agent.mcp.runs import Runs\nfrom kforge.agent.mcp.workspace import Workspace\n"
+            "root = Path(sys.argv[1]).resolve()\n"
+            "runs = Runs(Workspace(root=root, out=root / 'kforge-runs', device='cpu'))\n"
+            "process, _ = runs._spawn(['optimize', 'scale_relu.py', '--device', 'cpu', '--rounds', '3',"
+            " '--timing-trials', '3', '--out', str(root / 'kforge-runs'), '--quiet'])\n"
+            "print(process.pid, flush=True)\ntime.sleep(600)\n"
+        ), str(workspace)],
+        stdout=subprocess.PIPE, text=True, env=os.environ.copy(),
+    )  # fmt: skip
+    assert server.stdout is not None
+    run = int(server.stdout.readline())
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not list(workspace.glob("kforge-runs/*/run.json")):
+        time.sleep(0.2)
+    server.send_signal(signal.SIGKILL)
+    server.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and Path(f"/proc/{run}").exists():
+        state = (Path(f"/proc/{run}/stat").read_text().rsplit(")", 1)[1].split() or ["?"])[0]
+        if state == "Z":
+            break
+        time.sleep(0.5)
+    else:
+        assert not Path(f"/proc/{run}").exists(), "the run outlived the server that started it"

@@ -78,3 +78,35 @@ def _children(pid: int) -> list[int]:
         return []
     kids = [int(p) for p in text.split()]
     return kids + [g for k in kids for g in _children(k)]
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> None:
+    """Have the kernel send ``sig`` to this process when the thread that started it ends (Linux;
+    elsewhere nothing). A parent already gone by the time this runs gets ``sig`` sent here now."""
+    import ctypes
+
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent or parent == 1:
+        os.kill(os.getpid(), sig)
+
+
+def watch_parent(parent: int, sig: int = signal.SIGTERM, every_s: float = 0.5) -> None:
+    """A daemon thread that sends ``sig`` to this process once ``parent`` is no longer its parent
+    (for children started from a thread that may end before them, where PDEATHSIG would fire)."""
+    import threading
+    import time
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(every_s)
+        os.kill(os.getpid(), sig)
+
+    threading.Thread(target=watch, name="kforge-parent-watch", daemon=True).start()

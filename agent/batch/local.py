@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from ...tools.process import die_with_parent
 from .job import BatchOptions, run_task
 from .lock import add_owners
 from .tasks import TaskEntry
@@ -35,6 +36,7 @@ def _worker(
     workers: int = 1,
     parent: int | None = None,
 ) -> None:
+    die_with_parent()  # a killed batch (TERM, Ctrl-C, a time limit) takes its workers with it
     if gpu is not None:  # this process only ever sees its own GPU
         os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
     if workers > 1:

@@ -50,6 +50,9 @@ def read_events(folder: Path, start: int = 0) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines[start:] if line.strip()]
 
 
+PARENT_ENV = "KFORGE_PARENT_PID"  # the child ends when this server does (agent/cli.py)
+
+
 class Runs:
     """The server's child processes by run or batch id, and what their folders say."""
 
@@ -66,7 +69,7 @@ class Runs:
         with log.open("wb") as fh:
             process = subprocess.Popen(
                 [*CLI, *args], stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT,
-                cwd=self.ws.root, start_new_session=True,
+                cwd=self.ws.root, start_new_session=True, env=os.environ | {PARENT_ENV: str(os.getpid())},
             )  # fmt: skip
         return process, log
 

@@ -93,3 +93,9 @@ def test_a_list_file_that_is_not_utf8_or_holds_a_nul_is_one_line_error(tmp_path)
     listing.write_text("a.py\x00/etc/passwd\n")
     with pytest.raises(BatchInputError, match="NUL byte"):
         select([listing], None, None, None)
+
+
+def test_a_level_on_a_folder_that_is_not_kernelbench_is_an_error(tmp_path):
+    (tmp_path / "1_a.py").write_text("x = 1\n")
+    with pytest.raises(BatchInputError, match="--level 1: no KernelBench level folders"):
+        select([tmp_path], [1], None, None)

@@ -146,6 +146,11 @@ def select(
     for path in paths:
         entries += expand(path, levels)
     if levels is not None:
+        if entries and all(e.level is None for e in entries):
+            raise BatchInputError(
+                f"--level {','.join(map(str, levels))}: no KernelBench level folders (level1, ...) under the "
+                "given paths; drop --level, or point at a KernelBench checkout"
+            )
         entries = [e for e in entries if e.level is None or e.level in levels]
     if task_ids is not None:
         entries = [e for e in entries if e.problem_id in task_ids]

@@ -15,6 +15,23 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+
+def _hide_flag_types() -> None:
+    """Typer (0.28+) prints a ``<bool>`` type beside every on/off flag; a flag takes no value."""
+    from typer.core import TyperOption
+
+    shown = getattr(TyperOption, "display_type_rich", None)
+    if shown is None:
+        return
+
+    def display_type_rich(self: TyperOption, ctx: object) -> str | None:
+        return None if self.is_flag else shown(self, ctx)
+
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_hide_flag_types()
+
 # Each module defines register(app) and imports its heavy dependencies inside its
 # commands. A group whose module still cannot be imported (an optional dependency
 # missing, as on a bare GPU box) gets commands that say what to install.

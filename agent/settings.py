@@ -35,7 +35,7 @@ class RunSettings:
     approve: bool = False  # stop (a LangGraph interrupt) for the user to approve or edit each plan
     choose: bool = False  # stop (a LangGraph interrupt) after each round to pick what the next builds on
     # Evaluation
-    device: str = "cuda"  # "cuda" or "cpu"
+    device: str = "cuda"  # "cuda" or "cpu"; resolve() detects it when no flag or file gives it
     precision: str = "fp32"  # precision class candidates are checked under
     timing_trials: int | None = None  # timed runs per callable; None: the engine's default (5 on the CPU)
     eval_timeout_s: float = 300.0  # wall-clock limit of one evaluation worker
@@ -101,6 +101,12 @@ def from_env(env: Mapping[str, str]) -> dict[str, Any]:
     return {field: env[var] for field, var in names.items() if env.get(var)}
 
 
+def detected_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def resolve(
     flags: Mapping[str, Any],
     *,
@@ -115,6 +121,8 @@ def resolve(
     merged.update(load_config(config))
     merged.update(saved or {})
     merged.update({k: v for k, v in flags.items() if v is not None})
+    if "device" not in merged:  # given nowhere: the GPU when one is visible
+        merged["device"] = detected_device()
     try:
         return RunSettings(**{k: v for k, v in merged.items() if k in FIELDS})
     except TypeError as err:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from kforge.agent.settings import RunSettings, SettingsError, resolve
+from kforge.agent.settings import RunSettings, SettingsError, detected_device, resolve
 
 ENV = {"OPENAI_BASE_URL": "http://env/v1", "OPENAI_API_KEY": "sk-env", "KFORGE_MODEL": "env-model"}
 
@@ -14,7 +14,7 @@ def test_precedence(tmp_path):
     settings = resolve({"rounds": 3, "device": None}, config=config, saved={"temperature": 0.9}, env=ENV)
     assert (settings.base_url, settings.api_key) == ("http://env/v1", "sk-env")
     assert settings.model == "config-model" and settings.rounds == 3 and settings.temperature == 0.9
-    assert settings.device == "cuda" and settings.endpoint_configured
+    assert settings.device == detected_device() and settings.endpoint_configured
 
 
 def test_the_key_is_never_written_or_shown():

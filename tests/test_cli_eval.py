@@ -51,12 +51,24 @@ def test_json_contract_for_a_correct_candidate(cache_dir: Path) -> None:
     assert "cpu wall clock" in out["timing_label"]
 
 
-def test_a_wrong_or_cheating_candidate_still_exits_zero(cache_dir: Path) -> None:
+def test_each_status_has_its_exit_code(cache_dir: Path, tmp_path: Path) -> None:
+    """0 ok, 1 incorrect, 3 rejected, 4 format_error, 5 compile_error, 6 runtime_error, 7 timeout
+    (2: bad input), as `kforge eval --help` says; a script or CI can act on them."""
+    from kforge.agent.commands.eval import EXIT_CODES, EXIT_HELP
+
     code, out = _eval_json("candidates/wrong_output.py", cache_dir)
-    assert (code, out["status"], out["correct"], out["speedup_vs_eager"]) == (0, "incorrect", False, None)
+    assert (code, out["status"], out["correct"], out["speedup_vs_eager"]) == (1, "incorrect", False, None)
     code, out = _eval_json("cheats/try_fallback.py", cache_dir)
-    assert (code, out["status"]) == (0, "rejected")
+    assert (code, out["status"]) == (3, "rejected")
     assert out["cheats"]
+    (tmp_path / "no_model.py").write_text("x = 1\n")
+    code, out = _eval_json(str(tmp_path / "no_model.py"), cache_dir)
+    assert (code, out["status"]) == (4, "format_error")
+    assert (
+        sorted(EXIT_CODES.values()) == [0, 1, 3, 4, 5, 6, 7]
+        and "2 bad input" in kforge("eval", "--help", cache=cache_dir).stdout
+    )
+    assert EXIT_HELP.startswith("0 ok, 1 incorrect, 3 rejected")
 
 
 @pytest.mark.parametrize(
@@ -99,3 +111,18 @@ def test_hw_json_without_a_gpu(tmp_path: Path) -> None:
     assert found["gpu"] is None
     layers = [line.split(":")[0] for line in found["containment"]]
     assert layers == ["privileges", "filesystem", "signals", "tcp", "syscalls", "processes"]
+
+
+def test_the_table_says_why_a_large_relative_error_passes_and_what_was_not_timed() -> None:
+    from kforge.agent.tables import _result_rows
+    from kforge.tools.result import Result, Status, Timing
+
+    timed = Timing(median_ms=2.0, min_ms=1.9, max_ms=2.2, iqr_ms=0.1, trials=5)
+    result = Result(
+        Status.OK, device="cpu", correct=True, trials=5, max_abs_err=3e-5, max_rel_err=6.25e4,
+        candidate=timed, eager=timed,
+    )  # fmt: skip
+    rows = dict(_result_rows(result))
+    assert "1e-04 + 0.0001 * |ref|" in rows["tolerance"] or "0.0001 + 0.0001 * |ref|" in rows["tolerance"]
+    assert "near zero" in rows["tolerance"]
+    assert rows["torch.compile"] == "not timed on cpu (--compile-baseline)"

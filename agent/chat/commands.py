@@ -18,9 +18,9 @@ from rich.text import Text
 
 from ...tools.precision import PRECISIONS
 from ...tools.result import Result
-from ..commands.eval import result_table
 from ..report import render_report
 from ..run import RunStopped
+from ..tables import result_table
 from .session import ChatError, Session
 
 

@@ -9,6 +9,20 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from .options import (
+    ApiKey,
+    BaseUrl,
+    Candidates,
+    Config,
+    Device,
+    Model,
+    Out,
+    Precision,
+    Retrieval,
+    Rounds,
+    TimingTrials,
+)
+
 
 def register(app: typer.Typer) -> None:
     app.command("chat")(chat_command)
@@ -19,23 +33,17 @@ def chat_command(
     resume: Annotated[
         str | None, typer.Option(help="continue the session of this run folder (or run id under --out)")
     ] = None,
-    rounds: Annotated[int | None, typer.Option(help="rounds at most per /run")] = None,
-    candidates: Annotated[int | None, typer.Option(help="candidates per round")] = None,
-    device: Annotated[str | None, typer.Option(help="cuda or cpu")] = None,
-    precision: Annotated[str | None, typer.Option(help="precision class: fp32, tf32, bf16, fp16")] = None,
-    model: Annotated[str | None, typer.Option(help="model name at the endpoint (or KFORGE_MODEL)")] = None,
-    base_url: Annotated[
-        str | None, typer.Option(help="OpenAI-compatible endpoint (or OPENAI_BASE_URL)")
-    ] = None,
-    api_key: Annotated[str | None, typer.Option(help="API key (or OPENAI_API_KEY)")] = None,
-    timing_trials: Annotated[int | None, typer.Option(help="timed runs per callable")] = None,
-    retrieval: Annotated[
-        bool | None, typer.Option("--retrieval/--no-retrieval", help="retrieve docs and kernels")
-    ] = None,
-    out: Annotated[Path | None, typer.Option(help="folder the run folders go in")] = None,
-    config: Annotated[
-        Path | None, typer.Option(help="TOML config (default ~/.config/kforge/config.toml)")
-    ] = None,
+    rounds: Rounds = None,
+    candidates: Candidates = None,
+    device: Device = None,
+    precision: Precision = None,
+    model: Model = None,
+    base_url: BaseUrl = None,
+    api_key: ApiKey = None,
+    timing_trials: TimingTrials = None,
+    retrieval: Retrieval = None,
+    out: Out = None,
+    config: Config = None,
 ) -> None:
     """Talk to kforge: load a task, approve its plan, run rounds, inspect and save candidates."""
     from ...tools.task import TaskError

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from .eval import bad_input
+from .options import bad_input
 
 
 def plot(rows: list[dict[str, str]], path: Path, gpu_name: str) -> None:

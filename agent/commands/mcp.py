@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from .eval import bad_input, resolve_device
+from .options import bad_input, resolve_device
 
 
 def register(app: typer.Typer) -> None:

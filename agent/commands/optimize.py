@@ -9,6 +9,20 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from .options import (
+    ApiKey,
+    BaseUrl,
+    Candidates,
+    Config,
+    Device,
+    Model,
+    Out,
+    Precision,
+    Retrieval,
+    Rounds,
+    TimingTrials,
+)
+
 
 def register(app: typer.Typer) -> None:
     app.command("optimize")(optimize_command)
@@ -18,15 +32,13 @@ def optimize_command(
     task: Annotated[
         Path | None, typer.Argument(help="KernelBench-format task file (not needed with --resume)")
     ] = None,
-    rounds: Annotated[int | None, typer.Option(help="rounds at most")] = None,
-    candidates: Annotated[int | None, typer.Option(help="candidates per round, evaluated together")] = None,
-    device: Annotated[str | None, typer.Option(help="cuda or cpu")] = None,
-    precision: Annotated[str | None, typer.Option(help="precision class: fp32, tf32, bf16, fp16")] = None,
-    model: Annotated[str | None, typer.Option(help="model name at the endpoint (or KFORGE_MODEL)")] = None,
-    base_url: Annotated[
-        str | None, typer.Option(help="OpenAI-compatible endpoint (or OPENAI_BASE_URL)")
-    ] = None,
-    api_key: Annotated[str | None, typer.Option(help="API key (or OPENAI_API_KEY)")] = None,
+    rounds: Rounds = None,
+    candidates: Candidates = None,
+    device: Device = None,
+    precision: Precision = None,
+    model: Model = None,
+    base_url: BaseUrl = None,
+    api_key: ApiKey = None,
     temperature: Annotated[float | None, typer.Option(help="sampling temperature")] = None,
     max_tokens: Annotated[int | None, typer.Option(help="completion tokens at most")] = None,
     timeout_s: Annotated[float | None, typer.Option("--timeout", help="seconds per LLM request")] = None,
@@ -40,14 +52,10 @@ def optimize_command(
     wall_time_s: Annotated[
         float | None, typer.Option("--wall-time", help="seconds in the loop at most")
     ] = None,
-    timing_trials: Annotated[int | None, typer.Option(help="timed runs per callable")] = None,
-    retrieval: Annotated[
-        bool | None, typer.Option("--retrieval/--no-retrieval", help="retrieve docs and kernels")
-    ] = None,
-    out: Annotated[Path | None, typer.Option(help="folder the run folders go in")] = None,
-    config: Annotated[
-        Path | None, typer.Option(help="TOML config (default ~/.config/kforge/config.toml)")
-    ] = None,
+    timing_trials: TimingTrials = None,
+    retrieval: Retrieval = None,
+    out: Out = None,
+    config: Config = None,
     resume: Annotated[
         str | None, typer.Option(help="continue the run in this folder (or with this id under --out)")
     ] = None,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -23,15 +23,36 @@ from .options import (
     TimingTrials,
 )
 
+# The options only optimize takes (those it shares with chat and batch are in options.py).
+_Task = Annotated[Path | None, typer.Argument(help="KernelBench-format task file (not needed with --resume)")]
+_Temperature = Annotated[float | None, typer.Option(help="sampling temperature")]
+_MaxTokens = Annotated[int | None, typer.Option(help="completion tokens at most")]
+_TimeoutS = Annotated[float | None, typer.Option("--timeout", help="seconds per LLM request")]
+_Retries = Annotated[int | None, typer.Option(help="retries of a failed LLM request")]
+_TargetSpeedup = Annotated[float | None, typer.Option(help="stop once this speedup over eager is reached")]
+_Patience = Annotated[int | None, typer.Option(help="stop after this many rounds without improvement")]
+_WallTimeS = Annotated[float | None, typer.Option("--wall-time", help="seconds in the loop at most")]
+_Resume = Annotated[
+    str | None, typer.Option(help="continue the run in this folder (or with this id under --out)")
+]
+_Quiet = Annotated[bool, typer.Option(help="no live progress")]
+_Approve = Annotated[
+    bool | None, typer.Option("--approve/--no-approve", help="stop for you to approve or edit each plan")
+]
+_Choose = Annotated[
+    bool | None,
+    typer.Option(
+        "--choose/--no-choose", help="stop after each round for you to choose what the next builds on"
+    ),
+]
+
 
 def register(app: typer.Typer) -> None:
     app.command("optimize")(optimize_command)
 
 
 def optimize_command(
-    task: Annotated[
-        Path | None, typer.Argument(help="KernelBench-format task file (not needed with --resume)")
-    ] = None,
+    task: _Task = None,
     rounds: Rounds = None,
     candidates: Candidates = None,
     device: Device = None,
@@ -39,41 +60,26 @@ def optimize_command(
     model: Model = None,
     base_url: BaseUrl = None,
     api_key: ApiKey = None,
-    temperature: Annotated[float | None, typer.Option(help="sampling temperature")] = None,
-    max_tokens: Annotated[int | None, typer.Option(help="completion tokens at most")] = None,
-    timeout_s: Annotated[float | None, typer.Option("--timeout", help="seconds per LLM request")] = None,
-    retries: Annotated[int | None, typer.Option(help="retries of a failed LLM request")] = None,
-    target_speedup: Annotated[
-        float | None, typer.Option(help="stop once this speedup over eager is reached")
-    ] = None,
-    patience: Annotated[
-        int | None, typer.Option(help="stop after this many rounds without improvement")
-    ] = None,
-    wall_time_s: Annotated[
-        float | None, typer.Option("--wall-time", help="seconds in the loop at most")
-    ] = None,
+    temperature: _Temperature = None,
+    max_tokens: _MaxTokens = None,
+    timeout_s: _TimeoutS = None,
+    retries: _Retries = None,
+    target_speedup: _TargetSpeedup = None,
+    patience: _Patience = None,
+    wall_time_s: _WallTimeS = None,
     timing_trials: TimingTrials = None,
     retrieval: Retrieval = None,
     out: Out = None,
     config: Config = None,
-    resume: Annotated[
-        str | None, typer.Option(help="continue the run in this folder (or with this id under --out)")
-    ] = None,
-    quiet: Annotated[bool, typer.Option(help="no live progress")] = False,
-    approve: Annotated[
-        bool | None, typer.Option("--approve/--no-approve", help="stop for you to approve or edit each plan")
-    ] = None,
-    choose: Annotated[
-        bool | None,
-        typer.Option(
-            "--choose/--no-choose", help="stop after each round for you to choose what the next builds on"
-        ),
-    ] = None,
+    resume: _Resume = None,
+    quiet: _Quiet = False,
+    approve: _Approve = None,
+    choose: _Choose = None,
 ) -> None:
     """Write, verify and measure faster replacements for TASK; the fastest verified one goes to best.py."""
     from ...tools.task import TaskError
     from ..chat.approval import terminal_answers
-    from ..events import SLOWER_THAN_EAGER, RichRenderer
+    from ..events import RichRenderer
     from ..policy.llm import LLMError
     from ..run import RunStopped, SetupError, find_run, optimize, saved_settings
     from ..settings import DEFAULT_OUT, SettingsError, resolve
@@ -104,14 +110,22 @@ def optimize_command(
     except (SetupError, SettingsError, TaskError, LLMError) as err:
         console.print(f"[red]error:[/] {escape(str(err))}", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
+    _finish(summary, console, quiet)
+
+
+def _finish(summary: Any, console: Console, quiet: bool) -> None:
+    """What the progress renderer says at the end when it was off (--quiet), the exit code, and
+    the path of best.py (or of the report) on stdout."""
+    from ..events import SLOWER_THAN_EAGER
+
     if summary.status != "finished":
-        if quiet:  # otherwise the progress renderer has said it
+        if quiet:
+            where = escape(str(summary.run_dir))
             console.print(
-                f"[red]error:[/] {escape(summary.reason)} (resume with --resume {escape(str(summary.run_dir))})",
-                soft_wrap=True,
+                f"[red]error:[/] {escape(summary.reason)} (resume with --resume {where})", soft_wrap=True
             )
         raise typer.Exit(1)
-    if quiet and summary.best_speedup is not None and summary.best_speedup < 1:  # else the renderer said it
+    if quiet and summary.best_speedup is not None and summary.best_speedup < 1:
         console.print(
             f"[yellow]note:[/] best.py runs at {summary.best_speedup:.3f}x, {SLOWER_THAN_EAGER}",
             soft_wrap=True,

@@ -40,6 +40,16 @@ def _positive(name: str, value: int | None) -> list[str]:
 
 
 def register(server: MCPServer, ws: Workspace, runs: Runs) -> None:
+    """Every tool of the server, in three groups."""
+    _register_evaluation(server, ws, runs)
+    _register_runs(server, ws, runs)
+    _register_run_views(server, ws, runs)
+    _register_search_and_batch(server, ws, runs)
+
+
+def _register_evaluation(server: MCPServer, ws: Workspace, runs: Runs) -> None:
+    """The hardware, and one candidate's evaluation."""
+
     @server.tool()
     def hardware() -> dict[str, Any]:
         """The detected CUDA GPU and its spec (SMs, L2, memory bandwidth, peak TFLOP/s), or
@@ -79,6 +89,10 @@ def register(server: MCPServer, ws: Workspace, runs: Runs) -> None:
         except (TaskError, EvalError) as err:
             raise ToolError(str(err).strip().splitlines()[0]) from None
         return result.to_json()
+
+
+def _register_runs(server: MCPServer, ws: Workspace, runs: Runs) -> None:
+    """optimize: start or resume a run, with progress."""
 
     @server.tool()
     async def optimize(
@@ -122,6 +136,10 @@ def register(server: MCPServer, ws: Workspace, runs: Runs) -> None:
             raise
         return runs.status(run_id)
 
+
+def _register_run_views(server: MCPServer, ws: Workspace, runs: Runs) -> None:
+    """What a run left: its status, report and best candidate."""
+
     @server.tool()
     def run_status(run_id: str) -> dict[str, Any]:
         """Where a run stands: state (running, finished, failed, interrupted), whether it can be
@@ -148,6 +166,10 @@ def register(server: MCPServer, ws: Workspace, runs: Runs) -> None:
             "source": step.attempt.source,
             "result": step.result.to_json(),
         }
+
+
+def _register_search_and_batch(server: MCPServer, ws: Workspace, runs: Runs) -> None:
+    """retrieval, and batches of tasks."""
 
     @server.tool()
     async def search_docs(

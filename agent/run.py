@@ -29,6 +29,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
 from ..tools.hardware import detect_gpu
+from ..tools.output import output_folder
 from ..tools.result import Result
 from ..tools.task import Task, load_task
 from .context import RunContext
@@ -83,7 +84,7 @@ def new_run(task_path: Path, settings: RunSettings, *, check_import: bool = True
     ``check_import``: import the task here to check its entry points (else only its workers do)."""
     task = load_task(task_path, check_import=check_import)
     run_id = f"{task.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
-    run_dir = (settings.out / run_id).resolve()
+    run_dir = (output_folder(settings.out) / run_id).resolve()  # kforge's own folder: git-ignored
     (run_dir / "task").mkdir(parents=True)
     shutil.copyfile(task.path, run_dir / "task" / task.path.name)
     meta = {"run_id": run_id, "task": f"task/{task.path.name}", "settings": settings.to_json()}

@@ -80,6 +80,7 @@ def register(app: typer.Typer) -> None:
 
         from ...tools.gemm import pipeline
         from ...tools.gemm.report import summary
+        from ...tools.output import output_folder
 
         if not torch.cuda.is_available():
             raise bad_input("kforge gemm needs a CUDA GPU (none is visible)")
@@ -87,7 +88,7 @@ def register(app: typer.Typer) -> None:
         out = resume if resume is not None else out
         if resume is not None and not resume.is_dir():
             raise bad_input(f"--resume {resume}: no such run folder")
-        out.mkdir(parents=True, exist_ok=True)
+        output_folder(out)  # a folder kforge makes is git-ignored
         try:
             shapes = pipeline.read_shapes(shapes_csv, every, offset)
             if len(gpus) > 1:

@@ -22,6 +22,7 @@ import anyio
 from mcp.server.mcpserver.exceptions import ToolError
 from rich.text import Text
 
+from ...tools.output import output_folder
 from ..events import Event, RichRenderer
 from ..logs import last_line
 from .workspace import Workspace
@@ -64,7 +65,7 @@ class Runs:
         self.children: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}  # id -> (process, log)
 
     def _spawn(self, args: list[str]) -> tuple[subprocess.Popen[bytes], Path]:
-        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        output_folder(self.logs_dir)
         log = self.logs_dir / f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}.log"
         with log.open("wb") as fh:
             process = subprocess.Popen(
@@ -101,7 +102,7 @@ class Runs:
             return resume
         if task is None:
             raise ToolError("give a task (a workspace path or source text), or resume with a run id")
-        self.runs_dir.mkdir(parents=True, exist_ok=True)
+        output_folder(self.runs_dir)
         before = {p.name for p in self.runs_dir.iterdir()}
         process, log = self._spawn(["optimize", str(task), *common])
         deadline = time.monotonic() + START_TIMEOUT_S

@@ -171,14 +171,15 @@ class RichRenderer:
                 again = " (from store)" if event.reused else ""
                 return (
                     f"  {escape(event.attempt_id)} [{colour}]{escape(event.status)}[/] "
-                    f"{_speedup(event.speedup_vs_eager)} {ms}{again}"
+                    f"{_speedup(event.speedup_vs_eager)} vs eager {ms}{again}"
                 )
             case RoundProfiled():
                 return f"[dim]{escape(event.summary.splitlines()[0]) if event.summary else ''}[/]"
             case Decision():
                 return (
                     f"[magenta]{event.decision}[/] after round {event.round}: {escape(event.reason)} "
-                    f"(best {escape(event.best_attempt_id or '-')} {_speedup(event.best_speedup)})"
+                    f"(best {escape(event.best_attempt_id or '-')} {_speedup(event.best_speedup)} vs eager"
+                    f"{', slower than eager' if (event.best_speedup or 1) < 1 else ''})"
                 )
             case RunFinished():
                 return (

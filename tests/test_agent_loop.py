@@ -18,6 +18,8 @@ from kforge.agent.run import optimize
 from kforge.agent.settings import RunSettings
 from kforge.agent.store import Store
 
+pytestmark = pytest.mark.slow  # end to end: left out of the quick loop (-m 'not slow and not gpu')
+
 FIXTURES = Path(__file__).parent / "fixtures" / "agent"
 TASK = FIXTURES / "tasks" / "add_relu.py"
 

@@ -17,6 +17,8 @@ import pytest
 
 pytest.importorskip("ray")
 
+pytestmark = pytest.mark.slow  # end to end: left out of the quick loop (-m 'not slow and not gpu')
+
 TASK = Path(__file__).parent / "fixtures" / "batch" / "tasks" / "linear_sum.py"
 CLI = [sys.executable, "-c", "from kforge.agent.cli import main; main()", "batch"]
 TINY = ["--device", "cpu", "--timing-trials", "3", "--trials", "2", "--rounds", "1", "--candidates", "1"]

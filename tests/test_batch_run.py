@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # end to end: left out of the quick loop (-m 'not slow and not gpu')
+
 FIXTURES = Path(__file__).parent / "fixtures" / "batch"
 CLI = [sys.executable, "-c", "from kforge.agent.cli import main; main()", "batch"]
 FAST = [

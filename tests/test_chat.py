@@ -17,6 +17,8 @@ import pytest
 
 pexpect = pytest.importorskip("pexpect")
 
+pytestmark = pytest.mark.slow  # end to end: left out of the quick loop (-m 'not slow and not gpu')
+
 FIXTURES = Path(__file__).parent / "fixtures" / "agent"
 TASK = FIXTURES / "tasks" / "add_relu.py"
 KFORGE = Path(sys.executable).parent / "kforge"

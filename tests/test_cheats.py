@@ -15,6 +15,8 @@ from kforge.tools.evaluate import EvalOptions, evaluate, evaluate_many
 from kforge.tools.result import Result, Status
 from kforge.tools.task import Task
 
+pytestmark = pytest.mark.slow  # end to end: left out of the quick loop (-m 'not slow and not gpu')
+
 # cheat fixture -> (task, key phrase the rejection reason must contain)
 CPU_CHEATS: dict[str, tuple[str, str]] = {
     "cache_across_calls": ("scale_relu", "results cached across calls"),

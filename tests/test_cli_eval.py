@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # end to end: left out of the quick loop (-m 'not slow and not gpu')
+
 FIXTURES = Path(__file__).parent / "fixtures"
 TASK = FIXTURES / "tasks" / "scale_relu.py"
 KFORGE = [sys.executable, "-c", "from kforge.agent.cli import main; main()"]

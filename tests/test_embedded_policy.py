@@ -17,6 +17,8 @@ from kforge.tools.hardware import spec_for
 from kforge.tools.result import Result, Status, Timing
 from kforge.tools.task import load_task, source_hash
 
+pytestmark = pytest.mark.slow  # end to end: left out of the quick loop (-m 'not slow and not gpu')
+
 FIXTURES = Path(__file__).parent / "fixtures" / "batch" / "tasks"
 H100 = spec_for("H100-SXM")
 

@@ -20,6 +20,8 @@ from kforge.tools.result import Status
 from kforge.tools.static_checks import static_cheats
 from kforge.tools.task import load_task
 
+pytestmark = pytest.mark.slow  # end to end: left out of the quick loop (-m 'not slow and not gpu')
+
 FIXTURES = Path(__file__).parent / "fixtures" / "batch" / "tasks"
 GEMM_CHAIN = Path(__file__).parent / "fixtures" / "tasks" / "gemm_chain.py"
 KB = Path(__file__).resolve().parents[1] / ".kb" / "KernelBench"

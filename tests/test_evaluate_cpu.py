@@ -14,6 +14,8 @@ from kforge.tools.result import Result, Status
 from kforge.tools.task import Task
 from kforge.tools.timing import CPU_LABEL
 
+pytestmark = pytest.mark.slow  # end to end: left out of the quick loop (-m 'not slow and not gpu')
+
 # Candidates for scale_relu (tests/fixtures/candidates), evaluated together in one batch.
 SCALE_RELU = [
     "scale_relu_torch",

@@ -17,6 +17,8 @@ from kforge.tools.result import Result, Status
 from kforge.tools.static_checks import static_cheats
 from kforge.tools.task import Task
 
+pytestmark = pytest.mark.slow  # end to end: left out of the quick loop (-m 'not slow and not gpu')
+
 # attack -> task it runs against
 ATTACKS = {
     "forge_result_file": "scale_relu",

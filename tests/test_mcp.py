@@ -20,6 +20,8 @@ pytest.importorskip("mcp")
 from mcp import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client  # noqa: E402
 
+pytestmark = pytest.mark.slow  # end to end: left out of the quick loop (-m 'not slow and not gpu')
+
 FIXTURES = Path(__file__).parent / "fixtures"
 IDE_DOC = Path(__file__).parents[1] / "docs" / "ide.md"
 INSTALLED = Path(sys.executable).parent / "kforge"  # the script pip installed beside this python

@@ -20,6 +20,8 @@ from kforge.tools.fingerprint import Fingerprinter
 from kforge.tools.result import Status
 from kforge.tools.task import Task
 
+pytestmark = pytest.mark.slow  # end to end: left out of the quick loop (-m 'not slow and not gpu')
+
 SLICES_MB = 64  # comparison and fingerprint temporaries (8 MB slices), Python's own growth
 
 

@@ -16,6 +16,8 @@ from kforge.tools.result import Result, Status
 from kforge.tools.sandbox import Limits, WorkerOutcome, clean_env, run_worker
 from kforge.tools.task import Task
 
+pytestmark = pytest.mark.slow  # end to end: left out of the quick loop (-m 'not slow and not gpu')
+
 REPO = Path(__file__).parents[1]
 SECRETS = {
     "OPENAI_API_KEY": "sk-test-not-real",

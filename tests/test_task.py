@@ -12,6 +12,8 @@ GOOD_TASK = """
 import torch
 import torch.nn as nn
 
+pytestmark = pytest.mark.slow  # end to end: left out of the quick loop (-m 'not slow and not gpu')
+
 N = 8
 
 

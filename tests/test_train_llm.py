@@ -22,6 +22,8 @@ from kforge.agent.train.reward import FLOOR, REJECTED, VERIFIED_MIN, EvalReward 
 from kforge.agent.train.samples import load_samples  # noqa: E402
 from kforge.agent.train.tiny import build_random_model  # noqa: E402
 
+pytestmark = pytest.mark.slow  # end to end: left out of the quick loop (-m 'not slow and not gpu')
+
 FIXTURES = Path(__file__).parent / "fixtures"
 
 

@@ -9,6 +9,10 @@ from .base import AttemptView
 from .features import TaskFeatures
 
 
+def _compiled(value: float | None) -> str:
+    return ms(value) if value is not None else "not timed"
+
+
 def position(features: TaskFeatures) -> str:
     """The task's roofline position in one line."""
     where = (
@@ -22,7 +26,7 @@ def position(features: TaskFeatures) -> str:
     ops = f"{features.launches} kernel-launching ops" if features.launches else "ops unknown"
     return (
         f"{kind}: {features.flops / 1e9:.3g} GFLOP, {features.min_bytes / 1e6:.3g} MB minimal traffic, "
-        f"{floor}; {ops}; eager {ms(features.eager_ms)}, torch.compile {ms(features.compile_ms)}{measured}"
+        f"{floor}; {ops}; eager {ms(features.eager_ms)}, torch.compile {_compiled(features.compile_ms)}{measured}"
     )
 
 
@@ -48,7 +52,9 @@ def _first_line(text: str) -> str:
 def analysis(new: list[AttemptView], baseline: Result | None, best_so_far: AttemptView | None) -> str:
     lines = ["## Performance analysis (embedded policy)", ""]
     if baseline is not None:
-        lines.append(f"Reference: eager {ms(baseline.eager_ms)}, torch.compile {ms(baseline.compile_ms)}.")
+        lines.append(
+            f"Reference: eager {ms(baseline.eager_ms)}, torch.compile {_compiled(baseline.compile_ms)}."
+        )
     if not new:
         return "\n".join([*lines, "No candidates this round: every applicable strategy was tried."])
     verified = sorted(

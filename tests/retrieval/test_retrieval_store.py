@@ -15,6 +15,8 @@ from kforge.retrieval.store import KINDS
 from kforge.tools.hardware import spec_for
 from kforge.tools.result import Result, Status, Timing
 
+pytestmark = pytest.mark.slow  # end to end: left out of the quick loop (-m 'not slow and not gpu')
+
 
 def _guide(topic: str, sections: dict[str, str]) -> Document:
     text = f"# {topic}\n\n" + "\n\n".join(f"## {title}\n\n{body}" for title, body in sections.items())

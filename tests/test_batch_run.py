@@ -67,6 +67,9 @@ def test_batch_over_a_list_records_every_task_and_summarises(tmp_path, env):
         assert line["status"] == "ok" and line["best_strategy"].startswith(strategy), line.get("error")
         assert line["result"]["status"] == "ok" and line["confirmed"] and line["speedup_vs_eager"] > 0
         assert Path(line["best_path"]).is_file() and line["eager_ms"] > 0
+        # the run's own report shows the figure the batch reports (the confirmation), named as such
+        report = (Path(line["run_dir"]) / "report.md").read_text()
+        assert f"Confirmed by the batch on cpu: ok, {line['speedup_vs_eager']:.3g}x vs eager" in report
         # the confirmation timed eager, torch.compile and the candidate in one window
         timed = {k: line["result"][k]["median_ms"] for k in ("candidate", "eager", "compiled")}
         assert line["compile_speedup_vs_eager"] == pytest.approx(timed["eager"] / timed["compiled"])

@@ -65,6 +65,22 @@ def _details(step: TrajectoryStep) -> list[str]:
     return out
 
 
+def _confirmed(store: Store, run_id: str, best: TrajectoryStep | None) -> list[str]:
+    """The batch's re-measure of the best (new inputs, eager and torch.compile in the same
+    window): the figure the batch reports, beside the search's best-of-several figure."""
+    result = store.confirmations(run_id).get(best.attempt.attempt_id) if best else None
+    if result is None:
+        return []
+    where = result.roofline.gpu if result.roofline and result.roofline.gpu else result.device
+    figures = f"{num(result.speedup_vs_eager, 'x', 3)} vs eager, {num(result.speedup_vs_compile, 'x', 3)} vs torch.compile"
+    return [
+        f"Confirmed by the batch on {md_inline(where)}: {result.status.value}, {figures} (measured again on new"
+        " inputs, eager and torch.compile timed in the same window; the figure above is the best of the"
+        " search's measurements, which favours a lucky one)",
+        "",
+    ]
+
+
 def render_report(store: Store, run_id: str) -> str:
     info = store.run_info(run_id) or {}
     baseline: Result | None = store.results(run_id).get(BASELINE_ID)
@@ -85,6 +101,7 @@ def render_report(store: Store, run_id: str) -> str:
             else "Best: no verified candidate",
             "",
         ]
+        lines += _confirmed(store, run_id, best)
         rounds = sorted({s.attempt.round for s in trajectory.steps} | set(trajectory.analyses))
         for round in rounds:
             notes = trajectory.analyses.get(round, {})

@@ -32,7 +32,10 @@ def decide(progress: Progress, settings: RunSettings) -> tuple[DecisionName, str
     if target is not None and progress.best_speedup is not None and progress.best_speedup >= target:
         return "stop", f"target speedup {target:g}x reached"
     if progress.proposed == 0:
-        return "stop", "the policy has nothing more to try"
+        return "stop", (
+            "the policy has nothing more to try: every strategy that applies was tried (the embedded"
+            " policy varies only its own strategies, not a candidate you wrote; an LLM policy can)"
+        )
     if progress.round >= settings.rounds:
         return "stop", f"all {settings.rounds} rounds done"
     if progress.elapsed_s >= settings.wall_time_s:

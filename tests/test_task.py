@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from kforge.tools.task import TaskError, detect_backend, load_task, parse_candidate
 
+pytestmark = pytest.mark.slow  # end to end: left out of the quick loop (-m 'not slow and not gpu')
+
 GOOD_TASK = """
 import torch
 import torch.nn as nn
-
-pytestmark = pytest.mark.slow  # end to end: left out of the quick loop (-m 'not slow and not gpu')
 
 N = 8
 

@@ -49,7 +49,7 @@ def test_eval_prints_a_result_whose_log_and_cheats_hold_markup_and_html(tmp_path
     done = CliRunner().invoke(
         app, ["eval", str(task), str(candidate), "--device", "cpu"], env={"COLUMNS": "400"}
     )
-    assert done.exit_code == 0, done.output
+    assert done.exit_code == 3, done.output  # rejected
     assert "MarkupError" not in done.output
     for shown in (MARKUP, SCRIPT, "relu[blink]", "cand[i].py", f"triton{MARKUP}"):
         assert shown in done.output, shown

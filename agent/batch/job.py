@@ -182,9 +182,10 @@ def _outcome(task: Task, summary: Any, settings: RunSettings, options: BatchOpti
         final = _confirm(task, best.source, settings, options.trials) if options.confirm else search
         if options.confirm:
             store.add_confirmation(summary.run_id, best_id, final)
-            from ..report import write_outputs  # the run's report shows the confirmed figure too
+            if (summary.run_dir / "run.json").is_file():  # its report shows the confirmed figure too
+                from ..report import write_outputs
 
-            write_outputs(store, summary.run_id, summary.run_dir)
+                write_outputs(store, summary.run_id, summary.run_dir)
     finally:
         store.close()
     line |= {

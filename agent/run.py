@@ -17,7 +17,6 @@ import dataclasses
 import importlib
 import json
 import shutil
-import sqlite3
 import time
 import uuid
 from collections.abc import Callable
@@ -25,16 +24,15 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
 from ..tools.hardware import detect_gpu
 from ..tools.result import Result
 from ..tools.task import Task, load_task
+from .checkpoint import open_graph
 from .context import RunContext
 from .evaluator import EngineEvaluator, Evaluator
 from .events import EventSink, JsonlSink, Notice, RunFailed, RunFinished, RunStarted, fan_out
-from .graph import build_graph
 from .policy.base import Policy
 from .policy.hf import HFChatClient, check_hf_model, hf_path
 from .policy.llm import LLMClient, LLMError, LLMPolicy, openai_client
@@ -210,9 +208,7 @@ def optimize(
         "configurable": {"thread_id": run_id},
         "recursion_limit": 20 * (settings.rounds + 2),
     }
-    conn = sqlite3.connect(run_dir / "checkpoint.db", check_same_thread=False)
-    try:
-        graph = build_graph().compile(checkpointer=SqliteSaver(conn))
+    with open_graph(run_dir) as graph:
         started = graph.get_state(config).values if resume is not None else {}
         try:
             final = graph.invoke(
@@ -240,8 +236,6 @@ def optimize(
                 state.get("best_speedup"),
                 None,
             )
-    finally:
-        conn.close()
     if final.get("__interrupt__"):
         kind = final["__interrupt__"][0].value.get("kind", "input")
         waiting = "the choice of what to build on" if kind == "choice" else f"{kind} approval"

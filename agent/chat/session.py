@@ -9,20 +9,18 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import StateSnapshot
 from rich.console import Console
 
 from ...tools.task import Task, TaskError, load_task, parse_candidate
+from ..checkpoint import Graph, open_graph
 from ..evaluator import EngineEvaluator, eval_options
 from ..events import RichRenderer
-from ..graph import build_graph
 from ..report import best_step
 from ..run import RunSummary, new_run, optimize
 from ..settings import RunSettings
@@ -75,15 +73,12 @@ class Session:
         return self.run_id, self.run_dir, self.task
 
     @contextlib.contextmanager
-    def _graph(self) -> Iterator[tuple[Any, RunnableConfig]]:
+    def _graph(self) -> Iterator[tuple[Graph, RunnableConfig]]:
         """The run's compiled graph over its checkpoints, and the run's config."""
         run_id, run_dir, _ = self._need_run()
         config: RunnableConfig = {"configurable": {"thread_id": run_id}}
-        conn = sqlite3.connect(run_dir / "checkpoint.db", check_same_thread=False)
-        try:
-            yield build_graph().compile(checkpointer=SqliteSaver(conn)), config
-        finally:
-            conn.close()
+        with open_graph(run_dir) as graph:
+            yield graph, config
 
     def _snapshot(self) -> StateSnapshot | None:
         """Where the graph stands; None before the loop's first step."""

@@ -14,7 +14,6 @@ A run stopped with Ctrl-C is marked ``stopped``: what was evaluated is in the st
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import shutil
 import time
@@ -34,16 +33,12 @@ from .context import RunContext
 from .evaluator import EngineEvaluator, Evaluator
 from .events import EventSink, JsonlSink, Notice, RunFailed, RunFinished, RunStarted, fan_out
 from .policy.base import Policy
-from .policy.hf import HFChatClient, check_hf_model, hf_path
-from .policy.llm import LLMClient, LLMError, LLMPolicy, openai_client
+from .policy.choose import SetupError, check_policy, choose_policy  # callers import SetupError from here
+from .policy.llm import LLMError
 from .report import write_outputs
 from .retrieve import RetrievalMissing, remember_winner
 from .settings import RunSettings
-from .store import LLMCallRecord, Store
-
-
-class SetupError(RuntimeError):
-    """The run cannot start (no policy, unknown run folder). The message is one line."""
+from .store import Store
 
 
 class RunStopped(Exception):
@@ -92,59 +87,6 @@ def new_run(task_path: Path, settings: RunSettings, *, check_import: bool = True
 def saved_settings(run_dir: Path) -> dict[str, Any]:
     settings: dict[str, Any] = json.loads((run_dir / "run.json").read_text())["settings"]
     return settings
-
-
-NO_ENDPOINT = "no LLM endpoint configured: set OPENAI_BASE_URL (and OPENAI_API_KEY) or pass --base-url"
-
-
-def _embedded_policy_class() -> type | None:
-    try:
-        module = importlib.import_module("kforge.agent.policy.embedded")
-    except ModuleNotFoundError as err:
-        if err.name != "kforge.agent.policy.embedded":
-            raise
-        return None
-    policy_class: type = module.EmbeddedPolicy
-    return policy_class
-
-
-def check_policy(settings: RunSettings) -> None:
-    """Fail before a run folder is made when no policy can run."""
-    path = hf_path(settings.model)
-    if path is not None:
-        try:
-            check_hf_model(path)
-        except LLMError as err:
-            raise SetupError(str(err)) from None
-        return
-    if settings.endpoint_configured and not settings.model:
-        raise SetupError("no model named: pass --model or set KFORGE_MODEL")
-    if not settings.endpoint_configured and _embedded_policy_class() is None:
-        raise SetupError(NO_ENDPOINT)
-
-
-def choose_policy(settings: RunSettings, store: Store, run_id: str) -> tuple[Policy, str | None]:
-    """The LLM policy when an endpoint is configured or the model is ``hf:PATH`` (generating in
-    process), its calls recorded in the store; else the embedded one."""
-    path = hf_path(settings.model)
-    if settings.endpoint_configured or path is not None:
-        client: LLMClient = HFChatClient(path, device=settings.device) if path else openai_client(settings)
-
-        def on_call(call: LLMCallRecord) -> None:
-            store.add_llm_call(run_id, call)
-
-        policy = LLMPolicy(
-            client,
-            device=settings.device,
-            temperature=settings.temperature,
-            max_tokens=settings.max_tokens,
-            on_call=on_call,
-        )
-        return policy, client.model
-    embedded = _embedded_policy_class()
-    if embedded is None:
-        raise SetupError(NO_ENDPOINT)
-    return embedded(), None
 
 
 def _remember(rc: RunContext, source: str, result: Result) -> None:

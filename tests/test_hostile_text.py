@@ -72,7 +72,7 @@ def test_progress_lines_show_names_reasons_and_statuses_as_text():
 
 
 def test_chat_attempt_table_shows_hostile_ids_and_strategies(monkeypatch):
-    from kforge.agent.chat.commands import attempts_cmd, profile_cmd
+    from kforge.agent.chat.slash import attempts_cmd, profile_cmd
     from kforge.agent.store import TrajectoryStep
 
     out = io.StringIO()

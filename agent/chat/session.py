@@ -1,6 +1,6 @@
 """The run a chat session drives: its task, run folder, store and settings.
 
-Methods return data or raise :class:`ChatError` (one line, said to the user); ``commands``
+Methods return data or raise :class:`ChatError` (one line, said to the user); ``slash``
 renders. The LLM's tools call the same methods.
 """
 

@@ -38,7 +38,7 @@ from .policy.llm import LLMError
 from .report import write_outputs
 from .retrieve import RetrievalMissing, remember_winner
 from .settings import RunSettings
-from .store import Store
+from .store import TrajectoryStore
 
 
 class RunStopped(Exception):
@@ -124,7 +124,7 @@ def optimize(
         run_id, run_dir, task = new_run(Path(task_path), settings, check_import=check_import)
     else:
         raise SetupError("give a task file, or --resume RUN")
-    store = Store(run_dir / "trajectories.db")
+    store = TrajectoryStore(run_dir / "trajectories.db")
     model: str | None = None
     chosen_here = policy is None
     if policy is None:

@@ -24,7 +24,7 @@ from ..events import RichRenderer
 from ..report import best_step
 from ..run import RunSummary, new_run, optimize
 from ..settings import RunSettings
-from ..store import USER_POLICY, AttemptRecord, Store, TrajectoryStep
+from ..store import USER_POLICY, AttemptRecord, TrajectoryStep, TrajectoryStore
 from ..views import attempt_state, unbuildable
 from .approval import terminal_answers
 from .log import ChatLog
@@ -138,9 +138,9 @@ class Session:
     # What the run holds
 
     @property
-    def store(self) -> Store:
+    def store(self) -> TrajectoryStore:
         _, run_dir, _ = self._need_run()
-        return Store(run_dir / "trajectories.db")
+        return TrajectoryStore(run_dir / "trajectories.db")
 
     def steps(self) -> list[TrajectoryStep]:
         run_id, _, _ = self._need_run()

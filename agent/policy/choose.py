@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib
 
 from ..settings import RunSettings
-from ..store import LLMCallRecord, Store
+from ..store import LLMCallRecord, TrajectoryStore
 from .base import Policy
 from .hf import HFChatClient, check_hf_model, hf_path
 from .llm import LLMClient, LLMError, LLMPolicy, openai_client
@@ -46,7 +46,7 @@ def check_policy(settings: RunSettings) -> None:
         raise SetupError(NO_ENDPOINT)
 
 
-def choose_policy(settings: RunSettings, store: Store, run_id: str) -> tuple[Policy, str | None]:
+def choose_policy(settings: RunSettings, store: TrajectoryStore, run_id: str) -> tuple[Policy, str | None]:
     """The LLM policy when an endpoint is configured or the model is ``hf:PATH`` (generating in
     process), its calls recorded in the store; else the embedded one."""
     path = hf_path(settings.model)

@@ -13,7 +13,7 @@ from ..md_text import fenced, md_inline, md_prose
 from ..policy.contrast import figures
 from ..policy.render import baseline_summary
 from ..state import BASELINE_ID
-from ..store import Store, TrajectoryStep
+from ..store import TrajectoryStep, TrajectoryStore
 
 SLOWER = f" ({SLOWER_THAN_EAGER})"
 
@@ -65,7 +65,7 @@ def _details(step: TrajectoryStep) -> list[str]:
     return out
 
 
-def render_report(store: Store, run_id: str) -> str:
+def render_report(store: TrajectoryStore, run_id: str) -> str:
     info = store.run_info(run_id) or {}
     baseline: Result | None = store.results(run_id).get(BASELINE_ID)
     lines = [f"# kforge run {md_inline(run_id)}", ""]

@@ -11,7 +11,7 @@ from .evaluator import Evaluator
 from .events import Event, EventSink
 from .policy.base import Policy
 from .settings import RunSettings
-from .store import Store
+from .store import TrajectoryStore
 
 
 @dataclasses.dataclass
@@ -21,7 +21,7 @@ class RunContext:
     settings: RunSettings
     policy: Policy
     evaluator: Evaluator
-    store: Store
+    store: TrajectoryStore
     hardware: GpuSpec | None
     on_event: EventSink
     model: str | None = None

@@ -14,10 +14,8 @@ A run stopped with Ctrl-C is marked ``stopped``: what was evaluated is in the st
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import shutil
-import sqlite3
 import time
 import uuid
 from collections.abc import Callable
@@ -25,28 +23,23 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
 from ..tools.hardware import detect_gpu
 from ..tools.output import output_folder
 from ..tools.result import Result
 from ..tools.task import Task, load_task
+from .checkpoint import open_graph
 from .context import RunContext
 from .evaluator import EngineEvaluator, Evaluator
 from .events import EventSink, JsonlSink, Notice, RunFailed, RunFinished, RunStarted, fan_out
-from .graph import build_graph
 from .policy.base import Policy
-from .policy.hf import HFChatClient, check_hf_model, hf_path
-from .policy.llm import LLMClient, LLMError, LLMPolicy, openai_client
+from .policy.choose import SetupError, check_policy, choose_policy  # callers import SetupError from here
+from .policy.llm import LLMError
 from .report import write_outputs
 from .retrieve import RetrievalMissing, remember_winner
 from .settings import RunSettings
-from .store import LLMCallRecord, Store
-
-
-class SetupError(RuntimeError):
-    """The run cannot start (no policy, unknown run folder). The message is one line."""
+from .store import TrajectoryStore
 
 
 class RunStopped(Exception):
@@ -97,59 +90,6 @@ def saved_settings(run_dir: Path) -> dict[str, Any]:
     return settings
 
 
-NO_ENDPOINT = "no LLM endpoint configured: set OPENAI_BASE_URL (and OPENAI_API_KEY) or pass --base-url"
-
-
-def _embedded_policy_class() -> type | None:
-    try:
-        module = importlib.import_module("kforge.agent.policy.embedded")
-    except ModuleNotFoundError as err:
-        if err.name != "kforge.agent.policy.embedded":
-            raise
-        return None
-    policy_class: type = module.EmbeddedPolicy
-    return policy_class
-
-
-def check_policy(settings: RunSettings) -> None:
-    """Fail before a run folder is made when no policy can run."""
-    path = hf_path(settings.model)
-    if path is not None:
-        try:
-            check_hf_model(path)
-        except LLMError as err:
-            raise SetupError(str(err)) from None
-        return
-    if settings.endpoint_configured and not settings.model:
-        raise SetupError("no model named: pass --model or set KFORGE_MODEL")
-    if not settings.endpoint_configured and _embedded_policy_class() is None:
-        raise SetupError(NO_ENDPOINT)
-
-
-def choose_policy(settings: RunSettings, store: Store, run_id: str) -> tuple[Policy, str | None]:
-    """The LLM policy when an endpoint is configured or the model is ``hf:PATH`` (generating in
-    process), its calls recorded in the store; else the embedded one."""
-    path = hf_path(settings.model)
-    if settings.endpoint_configured or path is not None:
-        client: LLMClient = HFChatClient(path, device=settings.device) if path else openai_client(settings)
-
-        def on_call(call: LLMCallRecord) -> None:
-            store.add_llm_call(run_id, call)
-
-        policy = LLMPolicy(
-            client,
-            device=settings.device,
-            temperature=settings.temperature,
-            max_tokens=settings.max_tokens,
-            on_call=on_call,
-        )
-        return policy, client.model
-    embedded = _embedded_policy_class()
-    if embedded is None:
-        raise SetupError(NO_ENDPOINT)
-    return embedded(), None
-
-
 def _remember(rc: RunContext, source: str, result: Result) -> None:
     """Offer the run's winner, measured on this GPU, to the retrieval store."""
     try:
@@ -185,7 +125,7 @@ def optimize(
         run_id, run_dir, task = new_run(Path(task_path), settings, check_import=check_import)
     else:
         raise SetupError("give a task file, or --resume RUN")
-    store = Store(run_dir / "trajectories.db")
+    store = TrajectoryStore(run_dir / "trajectories.db")
     model: str | None = None
     chosen_here = policy is None
     if policy is None:
@@ -211,9 +151,7 @@ def optimize(
         "configurable": {"thread_id": run_id},
         "recursion_limit": 20 * (settings.rounds + 2),
     }
-    conn = sqlite3.connect(run_dir / "checkpoint.db", check_same_thread=False)
-    try:
-        graph = build_graph().compile(checkpointer=SqliteSaver(conn))
+    with open_graph(run_dir) as graph:
         started = graph.get_state(config).values if resume is not None else {}
         try:
             final = graph.invoke(
@@ -241,8 +179,6 @@ def optimize(
                 state.get("best_speedup"),
                 None,
             )
-    finally:
-        conn.close()
     if final.get("__interrupt__"):
         kind = final["__interrupt__"][0].value.get("kind", "input")
         waiting = "the choice of what to build on" if kind == "choice" else f"{kind} approval"

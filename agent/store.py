@@ -2,7 +2,7 @@
 
 One SQLite file per run folder in WAL mode, so several worker processes can write to it
 at once (each write is a short ``BEGIN IMMEDIATE`` transaction; a busy database is waited
-for). Each process opens its own connection. :meth:`Store.trajectories` is the reading
+for). Each process opens its own connection. :meth:`TrajectoryStore.trajectories` is the reading
 API: a run's attempts per task, in order, with their results and analyses.
 """
 
@@ -114,7 +114,7 @@ def _add_parent_column(conn: sqlite3.Connection) -> None:
     conn.execute("COMMIT")
 
 
-class Store:
+class TrajectoryStore:
     def __init__(self, path: Path, *, busy_timeout_s: float = 60.0) -> None:
         self.path = Path(path)
         self.busy_timeout_s = busy_timeout_s

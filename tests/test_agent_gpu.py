@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from kforge.agent.run import optimize
 from kforge.agent.settings import RunSettings
-from kforge.agent.store import Store
+from kforge.agent.store import TrajectoryStore
 
 ROOT = Path(__file__).parent.parent
 FIXTURES = Path(__file__).parent / "fixtures" / "agent"
@@ -47,7 +47,7 @@ def test_loop_with_cuda_and_triton_candidates_times_them_on_the_gpu(tmp_path, mo
     finally:
         server.stop()
     assert summary.status == "finished", summary.reason
-    (trajectory,) = Store(summary.run_dir / "trajectories.db").trajectories(summary.run_id)
+    (trajectory,) = TrajectoryStore(summary.run_dir / "trajectories.db").trajectories(summary.run_id)
     results = {s.attempt.attempt_id: s.result for s in trajectory.steps}
     for attempt_id, result in results.items():
         assert result is not None and result.status.value == "ok", (attempt_id, result and result.log)

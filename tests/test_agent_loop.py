@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from kforge.agent.run import optimize
 from kforge.agent.settings import RunSettings
-from kforge.agent.store import Store
+from kforge.agent.store import TrajectoryStore
 
 pytestmark = pytest.mark.slow  # end to end: left out of the quick loop (-m 'not slow and not gpu')
 
@@ -91,7 +91,7 @@ def test_two_rounds_carry_measured_results_and_recover_a_malformed_answer(tmp_pa
     assert "r1-c1" in round_two and "format error: the answer has no" in round_two
     assert "r1-c0 (Triton, fused) verified" in round_two  # the critic's analysis
 
-    store = Store(summary.run_dir / "trajectories.db")
+    store = TrajectoryStore(summary.run_dir / "trajectories.db")
     (trajectory,) = store.trajectories(summary.run_id)
     statuses = {s.attempt.attempt_id: s.result.status.value for s in trajectory.steps if s.result}
     assert statuses == {"r1-c0": "ok", "r1-c1": "format_error", "r2-c0": "ok", "r2-c1": "incorrect"}
@@ -174,7 +174,7 @@ def test_endpoint_going_away_gives_a_clear_error_and_a_resumable_run(tmp_path):
     errors = [line for line in failed.stderr.splitlines() if line.strip()]
     assert len(errors) == 1 and "unreachable" in errors[0], failed.stderr
     (run_dir,) = out.iterdir()
-    calls = Store(run_dir / "trajectories.db").llm_calls(run_dir.name)
+    calls = TrajectoryStore(run_dir / "trajectories.db").llm_calls(run_dir.name)
     assert len(calls) == 5 and calls[-1]["error"].startswith("EndpointUnreachable")
 
     again = ReplayServer(recorded[4:]).start()

@@ -11,7 +11,7 @@ from kforge.agent.policy.base import Proposal
 from kforge.agent.routing import RoutingError, after_critic
 from kforge.agent.run import optimize
 from kforge.agent.settings import RunSettings
-from kforge.agent.store import Store
+from kforge.agent.store import TrajectoryStore
 from kforge.tools.result import Result, Status, Timing
 
 TASK = Path(__file__).parent / "fixtures" / "agent" / "tasks" / "add_relu.py"
@@ -122,7 +122,7 @@ def test_two_failed_rounds_make_a_new_plan(tmp_path):
     decisions = [e.decision for e in events if e.kind == "decision"]
     assert decisions == ["continue", "replan", "continue", "stop"]
     assert policy.plans == 2 and summary.best_attempt_id == "r4-c0"
-    analyses = Store(summary.run_dir / "trajectories.db").analyses(summary.run_id)
+    analyses = TrajectoryStore(summary.run_dir / "trajectories.db").analyses(summary.run_id)
     assert analyses[0]["plan"] == "plan 1" and analyses[2]["plan"] == "plan 2"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import multiprocessing
 from pathlib import Path
 
-from kforge.agent.store import AttemptRecord, LLMCallRecord, Store
+from kforge.agent.store import AttemptRecord, LLMCallRecord, TrajectoryStore
 from kforge.tools.result import Result, Status
 from kforge.tools.task import Task
 
@@ -13,7 +13,7 @@ TASK = Task(name="t", path=Path("t.py"), source="class Model: pass\n")
 
 
 def _write(path: str, worker: int, count: int) -> None:
-    store = Store(Path(path))
+    store = TrajectoryStore(Path(path))
     for i in range(count):
         attempt_id = f"r{worker}-c{i}"
         store.add_attempt("run", TASK.hash, AttemptRecord(attempt_id, worker, i, "src", "s"))
@@ -24,7 +24,7 @@ def _write(path: str, worker: int, count: int) -> None:
 
 
 def test_trajectories_come_back_in_order_with_results_and_analyses(tmp_path):
-    store = Store(tmp_path / "trajectories.db")
+    store = TrajectoryStore(tmp_path / "trajectories.db")
     store.start_run("run", TASK, policy="llm", model="m", settings={"rounds": 2})
     for round, idx in [(2, 1), (1, 1), (2, 0), (1, 0)]:
         store.add_attempt("run", TASK.hash, AttemptRecord(f"r{round}-c{idx}", round, idx, "src", "llm"))
@@ -41,7 +41,7 @@ def test_trajectories_come_back_in_order_with_results_and_analyses(tmp_path):
 
 def test_several_processes_write_without_losing_rows(tmp_path):
     path = tmp_path / "trajectories.db"
-    Store(path).start_run("run", TASK, policy="llm", model="m", settings={})
+    TrajectoryStore(path).start_run("run", TASK, policy="llm", model="m", settings={})
     ctx = multiprocessing.get_context("spawn")
     workers = [ctx.Process(target=_write, args=(str(path), w, 25)) for w in range(4)]
     for proc in workers:
@@ -49,7 +49,7 @@ def test_several_processes_write_without_losing_rows(tmp_path):
     for proc in workers:
         proc.join(60)
         assert proc.exitcode == 0
-    store = Store(path)
+    store = TrajectoryStore(path)
     assert len(store.attempts("run")) == 100 and len(store.results("run")) == 100
     assert len(store.llm_calls("run")) == 100
 
@@ -65,7 +65,7 @@ def test_a_best_slower_than_eager_is_reported_as_such(tmp_path):
     slow = SynthTask("slow", "conv", features, {"compile-default": -0.2, "cuda-graph": -0.05})
     fast = SynthTask("fast", "conv", features, {"compile-default": 0.3, "cuda-graph": None})
     write_store(tmp_path / "trajectories.db", [slow, fast])
-    store = Store(tmp_path / "trajectories.db")
+    store = TrajectoryStore(tmp_path / "trajectories.db")
     slow_report = render_report(store, "slow-synthetic")
     assert "Best: r1-c1 at 0.966x" + SLOWER in slow_report
     fast_report = render_report(store, "fast-synthetic")

@@ -12,7 +12,7 @@ from kforge.agent.policy.embedded import EmbeddedPolicy
 from kforge.agent.policy.ranker_data import parse_features
 from kforge.agent.run import optimize
 from kforge.agent.settings import RunSettings
-from kforge.agent.store import Store
+from kforge.agent.store import TrajectoryStore
 from kforge.tools.hardware import spec_for
 from kforge.tools.result import Result, Status, Timing
 from kforge.tools.task import load_task, source_hash
@@ -140,7 +140,7 @@ def test_optimize_without_an_endpoint_uses_the_embedded_policy(tmp_path, _cache,
     )
     summary = optimize(FIXTURES / "linear_sum.py", settings)
     assert summary.status == "finished"
-    store = Store(summary.run_dir / "trajectories.db")
+    store = TrajectoryStore(summary.run_dir / "trajectories.db")
     assert store.run_info(summary.run_id)["policy"] == "embedded"
     (trajectory,) = store.trajectories(summary.run_id)
     assert trajectory.steps[0].attempt.strategy == "fx-rewrite[sum-of-linear]"

@@ -76,7 +76,7 @@ def test_optimize_reaches_the_tuned_kernel_through_the_graph(
     import kforge.agent.policy.embedded as embedded
     from kforge.agent.run import optimize
     from kforge.agent.settings import RunSettings
-    from kforge.agent.store import Store
+    from kforge.agent.store import TrajectoryStore
 
     monkeypatch.setenv("KFORGE_CACHE", str(cache_dir))
     for var in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "KFORGE_MODEL"):
@@ -91,7 +91,7 @@ def test_optimize_reaches_the_tuned_kernel_through_the_graph(
     )
     summary = optimize(gemm_task, settings)
     assert summary.status == "finished"
-    store = Store(summary.run_dir / "trajectories.db")
+    store = TrajectoryStore(summary.run_dir / "trajectories.db")
     (trajectory,) = store.trajectories(summary.run_id)
     strategies = [step.attempt.strategy for step in trajectory.steps]
     assert strategies[0] == f"hgemm[{hgemm_tuned.CPU_CONFIGS[0].name}]"

@@ -18,7 +18,7 @@ from kforge.agent.events import CandidateEvaluated, Decision, RichRenderer, RunF
 from kforge.agent.mcp.runs import describe
 from kforge.agent.report import render_report
 from kforge.agent.report.run import render_run
-from kforge.agent.store import AttemptRecord, Store
+from kforge.agent.store import AttemptRecord, TrajectoryStore
 from kforge.tools.result import Result, Status
 from kforge.tools.task import Task
 from rich.console import Console
@@ -72,7 +72,7 @@ def test_progress_lines_show_names_reasons_and_statuses_as_text():
 
 
 def test_chat_attempt_table_shows_hostile_ids_and_strategies(monkeypatch):
-    from kforge.agent.chat.commands import attempts_cmd, profile_cmd
+    from kforge.agent.chat.slash import attempts_cmd, profile_cmd
     from kforge.agent.store import TrajectoryStep
 
     out = io.StringIO()
@@ -83,14 +83,14 @@ def test_chat_attempt_table_shows_hostile_ids_and_strategies(monkeypatch):
     assert f"r1{MARKUP}" in out.getvalue() and HOSTILE in out.getvalue()
 
 
-def _hostile_run(folder: Path) -> tuple[Store, str]:
+def _hostile_run(folder: Path) -> tuple[TrajectoryStore, str]:
     """A run folder whose task name, strategy, analysis, log and cheats are hostile."""
     (folder / "task").mkdir(parents=True)
     source = (FIXTURES / "tasks" / "scale_relu.py").read_text()
     (folder / "task" / "t.py").write_text(source)
     run_id = f"{SCRIPT}-run"
     (folder / "run.json").write_text(json.dumps({"run_id": run_id, "task": "task/t.py", "settings": {}}))
-    store = Store(folder / "trajectories.db")
+    store = TrajectoryStore(folder / "trajectories.db")
     task = Task(name=f"{SCRIPT}|`x`", path=folder / "task" / "t.py", source=source)
     store.start_run(run_id, task, policy="embedded", model=None, settings={})
     attempt = AttemptRecord("r1-c0", 1, 0, "class ModelNew:\n    pass\n", f"s{HOSTILE}", analysis=HOSTILE,

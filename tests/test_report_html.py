@@ -150,7 +150,7 @@ def test_report_of_a_folder_that_is_neither_exits_2(tmp_path):
 def _run_folder(folder: Path) -> Path:
     """A run folder written through the real store: the recorded result of a KernelBench
     task's best candidate, and a failed attempt with its log."""
-    from kforge.agent.store import AttemptRecord, Store
+    from kforge.agent.store import AttemptRecord, TrajectoryStore
     from kforge.tools.result import Result, Status
     from kforge.tools.task import load_task
 
@@ -165,7 +165,7 @@ def _run_folder(folder: Path) -> Path:
     faster = reference.replace(
         "x = x / 2\n        x = torch.sum(x, dim=1, keepdim=True)", "x = x.sum(1, keepdim=True) / 2"
     )
-    store = Store(folder / "trajectories.db")
+    store = TrajectoryStore(folder / "trajectories.db")
     store.start_run("r1", task, policy="embedded", model=None, settings={})
     for attempt_id, source, result in (
         ("r1-c0", faster, Result.from_json(recorded)),

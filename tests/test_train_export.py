@@ -14,7 +14,7 @@ import pytest
 from kforge.agent.cli import app
 from kforge.agent.policy.parse import to_proposal
 from kforge.agent.settings import RunSettings
-from kforge.agent.store import AttemptRecord, Store
+from kforge.agent.store import AttemptRecord, TrajectoryStore
 from kforge.agent.train.export import export, split_tasks
 from kforge.agent.train.reward import REJECTED, reward_of
 from kforge.agent.train.samples import load_samples
@@ -125,10 +125,10 @@ def _timed(status: Status, speedup: float) -> Result:
 CHEAT = "class ModelNew:  # caches its output\n    pass\n"
 
 
-def _store(folder: Path, run_id: str, attempts: list[tuple[str, int, str, Result]]) -> Store:
+def _store(folder: Path, run_id: str, attempts: list[tuple[str, int, str, Result]]) -> TrajectoryStore:
     """A run of the scale_relu fixture task with the given (id, round, source, result) attempts."""
     folder.mkdir(parents=True)
-    store = Store(folder / "trajectories.db")
+    store = TrajectoryStore(folder / "trajectories.db")
     path = Path(__file__).parent / "fixtures" / "tasks" / "scale_relu.py"
     task = Task(name="scale_relu", path=path, source=path.read_text())
     store.start_run(run_id, task, policy="embedded", model=None, settings={"device": "cpu"})

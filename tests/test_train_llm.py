@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("trl")
-from kforge.agent.store import Store  # noqa: E402
+from kforge.agent.store import TrajectoryStore  # noqa: E402
 from kforge.agent.train.export import export  # noqa: E402
 from kforge.agent.train.llm import TrainSettings, train_llm  # noqa: E402
 from kforge.agent.train.reward import FLOOR, REJECTED, VERIFIED_MIN, EvalReward  # noqa: E402
@@ -140,7 +140,7 @@ def test_the_adapter_runs_in_optimize_through_the_hf_policy(sft_run, tmp_path, c
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     (run_dir,) = (tmp_path / "runs").iterdir()
-    store = Store(run_dir / "trajectories.db")
+    store = TrajectoryStore(run_dir / "trajectories.db")
     run_id = json.loads((run_dir / "run.json").read_text())["run_id"]
     assert store.run_info(run_id)["status"] == "finished"
     calls = store.llm_calls(run_id)

@@ -158,9 +158,9 @@ def run_task(entry: TaskEntry, options: BatchOptions) -> dict[str, Any]:
 def _outcome(task: Task, summary: Any, settings: RunSettings, options: BatchOptions) -> dict[str, Any]:
     """The line's fields from the finished run: its attempts, its best, and the best measured
     again (the confirmation, recorded in the run's store beside the attempt)."""
-    from ..store import Store
+    from ..store import TrajectoryStore
 
-    store = Store(summary.run_dir / "trajectories.db")
+    store = TrajectoryStore(summary.run_dir / "trajectories.db")
     try:
         results = store.results(summary.run_id)
         baseline = results.get(BASELINE_ID)

@@ -11,8 +11,8 @@ from rich.markup import escape
 from ..policy.llm import LLMError
 from ..run import RunStopped
 from .assistant import Assistant
-from .commands import Quit, dispatch
 from .session import ChatError, Session
+from .slash import Quit, dispatch
 
 PROMPT = "kforge> "
 NO_LLM = (

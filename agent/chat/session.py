@@ -1,6 +1,6 @@
 """The run a chat session drives: its task, run folder, store and settings.
 
-Methods return data or raise :class:`ChatError` (one line, said to the user); ``commands``
+Methods return data or raise :class:`ChatError` (one line, said to the user); ``slash``
 renders. The LLM's tools call the same methods.
 """
 
@@ -9,24 +9,22 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import StateSnapshot
 from rich.console import Console
 
 from ...tools.task import Task, TaskError, load_task, parse_candidate
+from ..checkpoint import Graph, open_graph
 from ..evaluator import EngineEvaluator, eval_options
 from ..events import RichRenderer
-from ..graph import build_graph
 from ..report import best_step
 from ..run import RunSummary, new_run, optimize
 from ..settings import RunSettings
-from ..store import USER_POLICY, AttemptRecord, Store, TrajectoryStep
+from ..store import USER_POLICY, AttemptRecord, TrajectoryStep, TrajectoryStore
 from ..views import attempt_state, unbuildable
 from .approval import terminal_answers
 from .log import ChatLog
@@ -75,15 +73,12 @@ class Session:
         return self.run_id, self.run_dir, self.task
 
     @contextlib.contextmanager
-    def _graph(self) -> Iterator[tuple[Any, RunnableConfig]]:
+    def _graph(self) -> Iterator[tuple[Graph, RunnableConfig]]:
         """The run's compiled graph over its checkpoints, and the run's config."""
         run_id, run_dir, _ = self._need_run()
         config: RunnableConfig = {"configurable": {"thread_id": run_id}}
-        conn = sqlite3.connect(run_dir / "checkpoint.db", check_same_thread=False)
-        try:
-            yield build_graph().compile(checkpointer=SqliteSaver(conn)), config
-        finally:
-            conn.close()
+        with open_graph(run_dir) as graph:
+            yield graph, config
 
     def _snapshot(self) -> StateSnapshot | None:
         """Where the graph stands; None before the loop's first step."""
@@ -143,9 +138,9 @@ class Session:
     # What the run holds
 
     @property
-    def store(self) -> Store:
+    def store(self) -> TrajectoryStore:
         _, run_dir, _ = self._need_run()
-        return Store(run_dir / "trajectories.db")
+        return TrajectoryStore(run_dir / "trajectories.db")
 
     def steps(self) -> list[TrajectoryStep]:
         run_id, _, _ = self._need_run()

@@ -50,7 +50,8 @@ def chat_command(
     from ..chat.assistant import Assistant
     from ..chat.repl import loop, replay_screen
     from ..chat.session import ChatError, Session
-    from ..run import SetupError, check_policy, find_run, saved_settings
+    from ..policy.choose import check_policy
+    from ..run import SetupError, find_run, saved_settings
     from ..settings import DEFAULT_OUT, SettingsError, resolve
 
     flags = dict(

@@ -13,7 +13,7 @@ from mcp.server.mcpserver.resources import FileResource
 
 from ...tools.hardware import detect_gpu
 from ..report import render_report
-from ..store import Store
+from ..store import TrajectoryStore
 from .runs import Runs
 
 CORPUS_FOLDERS = ("guides", "hardware")
@@ -56,7 +56,7 @@ def register(server: MCPServer, runs: Runs) -> None:
         folder = runs.runs_dir / run_id
         if Path(run_id).name != run_id or not (folder / "trajectories.db").is_file():
             raise ResourceError(f"no run {run_id}")
-        return render_report(Store(folder / "trajectories.db"), run_id)
+        return render_report(TrajectoryStore(folder / "trajectories.db"), run_id)
 
     @server.resource("kforge://runs/{run_id}/best", mime_type="text/x-python")
     def run_best(run_id: str) -> str:

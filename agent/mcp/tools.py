@@ -17,7 +17,7 @@ from ...tools.hardware import detect_gpu
 from ...tools.precision import PRECISIONS
 from ...tools.task import TaskError, load_task
 from ..report import best_step, render_report
-from ..store import Store
+from ..store import TrajectoryStore
 from .runs import Runs, describe, read_events
 from .workspace import Workspace
 
@@ -150,14 +150,14 @@ def _register_run_views(server: MCPServer, ws: Workspace, runs: Runs) -> None:
     def get_report(run_id: str) -> str:
         """The run's report in Markdown: every attempt with its result, and the analyses."""
         runs.run_folder(run_id)
-        return render_report(Store(runs.runs_dir / run_id / "trajectories.db"), run_id)
+        return render_report(TrajectoryStore(runs.runs_dir / run_id / "trajectories.db"), run_id)
 
     @server.tool()
     def get_best(run_id: str) -> dict[str, Any]:
         """The fastest verified candidate of a run: its source (a drop-in ModelNew) and its
         measured Result. An error when no candidate has been verified yet."""
         runs.run_folder(run_id)
-        store = Store(runs.runs_dir / run_id / "trajectories.db")
+        store = TrajectoryStore(runs.runs_dir / run_id / "trajectories.db")
         step = best_step([s for t in store.trajectories(run_id) for s in t.steps])
         if step is None or step.result is None:
             raise ToolError(f"run {run_id} has no verified candidate yet: see run_status or get_report")

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ...tools.result import Status
-from ..store import Store, Trajectory
+from ..store import Trajectory, TrajectoryStore
 from .features import TaskFeatures
 from .ranker import FAILED_LOG2, Example
 from .strategies.registry import family_of
@@ -75,7 +75,7 @@ def trajectory_examples(trajectory: Trajectory) -> list[Example]:
 def load_examples(paths: Iterable[Path]) -> list[Example]:
     examples: list[Example] = []
     for db in find_stores(paths):
-        store = Store(db)
+        store = TrajectoryStore(db)
         for run_id in run_ids(db):
             for trajectory in store.trajectories(run_id):
                 examples += trajectory_examples(trajectory)

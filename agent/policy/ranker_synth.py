@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ...tools.result import Result, Status, Timing
 from ...tools.task import Task
-from ..store import AttemptRecord, Store
+from ..store import AttemptRecord, TrajectoryStore
 from .features import TaskFeatures
 from .ranker_data import features_line
 
@@ -131,7 +131,7 @@ def _result(eager_ms: float, log2_speedup: float | None) -> Result:
 def write_store(db: Path, tasks: list[SynthTask]) -> None:
     """One run per task in one trajectories.db, as the embedded policy would record them."""
     db.parent.mkdir(parents=True, exist_ok=True)
-    store = Store(db)
+    store = TrajectoryStore(db)
     for task in tasks:
         run_id = f"{task.name}-synthetic"
         source = f"# synthetic task {task.name} ({task.archetype})\n"

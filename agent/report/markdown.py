@@ -13,7 +13,7 @@ from ..md_text import fenced, md_inline, md_prose
 from ..policy.contrast import figures
 from ..policy.render import baseline_summary
 from ..state import BASELINE_ID
-from ..store import Store, TrajectoryStep
+from ..store import TrajectoryStep, TrajectoryStore
 
 SLOWER = f" ({SLOWER_THAN_EAGER})"
 
@@ -65,7 +65,7 @@ def _details(step: TrajectoryStep) -> list[str]:
     return out
 
 
-def _confirmed(store: Store, run_id: str, best: TrajectoryStep | None) -> list[str]:
+def _confirmed(store: TrajectoryStore, run_id: str, best: TrajectoryStep | None) -> list[str]:
     """The batch's re-measure of the best (new inputs, eager and torch.compile in the same
     window): the figure the batch reports, beside the search's best-of-several figure."""
     result = store.confirmations(run_id).get(best.attempt.attempt_id) if best else None
@@ -81,7 +81,7 @@ def _confirmed(store: Store, run_id: str, best: TrajectoryStep | None) -> list[s
     ]
 
 
-def render_report(store: Store, run_id: str) -> str:
+def render_report(store: TrajectoryStore, run_id: str) -> str:
     info = store.run_info(run_id) or {}
     baseline: Result | None = store.results(run_id).get(BASELINE_ID)
     lines = [f"# kforge run {md_inline(run_id)}", ""]

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..store import Store
+from ..store import TrajectoryStore
 from .html import write_report
 from .markdown import best_step, render_report
 
 
-def write_outputs(store: Store, run_id: str, run_dir: Path) -> Path | None:
+def write_outputs(store: TrajectoryStore, run_id: str, run_dir: Path) -> Path | None:
     """Write report.md, report.html and best.py; returns best.py's path, or None when nothing verified."""
     (run_dir / "report.md").write_text(render_report(store, run_id))
     write_report(run_dir)

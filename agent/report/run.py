@@ -15,7 +15,7 @@ from pygments.lexers import DiffLexer, PythonLexer
 from ..policy.contrast import figures
 from ..policy.render import baseline_summary
 from ..state import BASELINE_ID
-from ..store import Store, Trajectory, TrajectoryStep
+from ..store import Trajectory, TrajectoryStep, TrajectoryStore
 from .markdown import best_step
 from .page import cell, fmt, page
 
@@ -115,7 +115,7 @@ def render_run(run_dir: Path) -> str:
     meta = json.loads((run_dir / "run.json").read_text())
     run_id = meta["run_id"]
     reference = (run_dir / meta["task"]).read_text()
-    store = Store(run_dir / "trajectories.db")
+    store = TrajectoryStore(run_dir / "trajectories.db")
     try:
         info = store.run_info(run_id) or {}
         baseline = store.results(run_id).get(BASELINE_ID)

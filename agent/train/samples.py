@@ -19,7 +19,7 @@ from ..policy.llm import SYSTEM
 from ..policy.parse import to_proposal
 from ..policy.ranker_data import find_stores, run_ids
 from ..policy.render import coder_prompt
-from ..store import Store, Trajectory, TrajectoryStep
+from ..store import Trajectory, TrajectoryStep, TrajectoryStore
 
 Messages = list[dict[str, str]]
 
@@ -82,7 +82,7 @@ def _rendered_prompt(
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
 
 
-def _recorded_prompts(store: Store, run_id: str) -> dict[tuple[int, int], Messages]:
+def _recorded_prompts(store: TrajectoryStore, run_id: str) -> dict[tuple[int, int], Messages]:
     """(round, index in round) -> messages of the run's coder calls, in the order they were made."""
     prompts: dict[tuple[int, int], Messages] = {}
     for call in store.llm_calls(run_id):
@@ -92,7 +92,7 @@ def _recorded_prompts(store: Store, run_id: str) -> dict[tuple[int, int], Messag
     return prompts
 
 
-def run_samples(store: Store, run_id: str) -> Iterator[Sample]:
+def run_samples(store: TrajectoryStore, run_id: str) -> Iterator[Sample]:
     info = store.run_info(run_id)
     settings = json.loads(info["settings_json"]) if info else {}
     recorded = _recorded_prompts(store, run_id)
@@ -129,7 +129,7 @@ def load_samples(paths: Iterable[Path]) -> list[Sample]:
     """Every evaluated attempt in the run or batch folders (or trajectories.db files) given."""
     samples: list[Sample] = []
     for db in find_stores(paths):
-        store = Store(db)
+        store = TrajectoryStore(db)
         for run_id in run_ids(db):
             samples += run_samples(store, run_id)
         store.close()

@@ -99,6 +99,47 @@ def _remember(rc: RunContext, source: str, result: Result) -> None:
     rc.emit(Notice(message=message))
 
 
+def _context(
+    task_path: str | Path | None,
+    settings: RunSettings,
+    policy: Policy | None,
+    evaluator: Evaluator | None,
+    on_event: EventSink | None,
+    resume: Path | None,
+    check_import: bool,
+) -> tuple[RunContext, Path, str | None, bool]:
+    """The run's folder (new, or ``resume``), its store and policy, recorded as started; the
+    context the nodes get, the folder, the LLM model (None: embedded) and whether the policy
+    was chosen here."""
+    if resume is not None:
+        run_dir = resume
+        meta = json.loads((run_dir / "run.json").read_text())
+        run_id = meta["run_id"]
+        task = load_task(run_dir / meta["task"], check_import=check_import)
+    elif task_path is not None:
+        run_id, run_dir, task = new_run(Path(task_path), settings, check_import=check_import)
+    else:
+        raise SetupError("give a task file, or --resume RUN")
+    store = TrajectoryStore(run_dir / "trajectories.db")
+    model: str | None = None
+    chosen_here = policy is None
+    if policy is None:
+        policy, model = choose_policy(settings, store=store, run_id=run_id)
+    rc = RunContext(
+        run_id=run_id,
+        task=task,
+        settings=settings,
+        policy=policy,
+        evaluator=evaluator or EngineEvaluator(),
+        store=store,
+        hardware=detect_gpu() if settings.device == "cuda" else None,
+        on_event=fan_out([JsonlSink(run_dir / "events.jsonl"), on_event]),
+        model=model,
+    )
+    store.start_run(run_id, task, policy=policy.name, model=model, settings=settings.to_json())
+    return rc, run_dir, model, chosen_here
+
+
 def optimize(
     task_path: str | Path | None,
     settings: RunSettings,
@@ -116,35 +157,12 @@ def optimize(
     this process (batch workers: a task that kills its importer costs only its own line)."""
     if policy is None:
         check_policy(settings)
-    if resume is not None:
-        run_dir = resume
-        meta = json.loads((run_dir / "run.json").read_text())
-        run_id = meta["run_id"]
-        task = load_task(run_dir / meta["task"], check_import=check_import)
-    elif task_path is not None:
-        run_id, run_dir, task = new_run(Path(task_path), settings, check_import=check_import)
-    else:
-        raise SetupError("give a task file, or --resume RUN")
-    store = TrajectoryStore(run_dir / "trajectories.db")
-    model: str | None = None
-    chosen_here = policy is None
-    if policy is None:
-        policy, model = choose_policy(settings, store=store, run_id=run_id)
-    emit = fan_out([JsonlSink(run_dir / "events.jsonl"), on_event])
-    rc = RunContext(
-        run_id=run_id,
-        task=task,
-        settings=settings,
-        policy=policy,
-        evaluator=evaluator or EngineEvaluator(),
-        store=store,
-        hardware=detect_gpu() if settings.device == "cuda" else None,
-        on_event=emit,
-        model=model,
+    rc, run_dir, model, chosen_here = _context(
+        task_path, settings, policy, evaluator, on_event, resume, check_import
     )
-    store.start_run(run_id, task, policy=policy.name, model=model, settings=settings.to_json())
+    run_id, store, policy = rc.run_id, rc.store, rc.policy
     resumed = resume is not None and (run_dir / "checkpoint.db").is_file()  # else made by new_run
-    rc.emit(RunStarted(task=task.name, run_dir=str(run_dir), policy=policy.name, resumed=resumed))
+    rc.emit(RunStarted(task=rc.task.name, run_dir=str(run_dir), policy=policy.name, resumed=resumed))
     if chosen_here and model is None:
         rc.emit(Notice(message=f"no LLM endpoint configured: using the {policy.name} policy"))
     config: RunnableConfig = {
@@ -170,26 +188,30 @@ def optimize(
             write_outputs(store, run_id, run_dir)
             rc.emit(RunFailed(run_dir=str(run_dir), message=str(err)))
             state = graph.get_state(config).values
-            return RunSummary(
-                run_id,
-                run_dir,
-                "failed",
-                str(err),
-                state.get("best_attempt_id"),
-                state.get("best_speedup"),
-                None,
-            )
+            best = state.get("best_attempt_id"), state.get("best_speedup")
+            return RunSummary(run_id, run_dir, "failed", str(err), *best, None)
+    return _finish(rc, run_dir, final)
+
+
+def _finish(rc: RunContext, run_dir: Path, final: dict[str, Any]) -> RunSummary:
+    """A run the graph ended, or paused at an interrupt nobody answered: its outputs and summary."""
     if final.get("__interrupt__"):
         kind = final["__interrupt__"][0].value.get("kind", "input")
         waiting = "the choice of what to build on" if kind == "choice" else f"{kind} approval"
-        return RunSummary(run_id, run_dir, "paused", f"waiting for {waiting}", None, None, None)
+        return RunSummary(rc.run_id, run_dir, "paused", f"waiting for {waiting}", None, None, None)
     reason = final.get("reason", "finished")
-    store.finish_run(run_id, "finished", reason)
-    best_path = write_outputs(store, run_id, run_dir)
+    rc.store.finish_run(rc.run_id, "finished", reason)
+    best_path = write_outputs(rc.store, rc.run_id, run_dir)
     best_id, best_speedup = final.get("best_attempt_id"), final.get("best_speedup")
-    if best_path is not None and best_id and (best_speedup or 0) > 1 and settings.retrieval and rc.hardware:
+    if (
+        best_path is not None
+        and best_id
+        and (best_speedup or 0) > 1
+        and rc.settings.retrieval
+        and rc.hardware
+    ):
         _remember(rc, best_path.read_text(), Result.from_json(final["results"][best_id]))
     rc.emit(
         RunFinished(run_dir=str(run_dir), best_attempt_id=best_id, best_speedup=best_speedup, reason=reason)
     )
-    return RunSummary(run_id, run_dir, "finished", reason, best_id, best_speedup, best_path)
+    return RunSummary(rc.run_id, run_dir, "finished", reason, best_id, best_speedup, best_path)

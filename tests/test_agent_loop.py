@@ -173,7 +173,7 @@ def test_endpoint_going_away_gives_a_clear_error_and_a_resumable_run(tmp_path):
     assert failed.returncode == 1
     errors = [line for line in failed.stderr.splitlines() if line.strip()]
     assert len(errors) == 1 and "unreachable" in errors[0], failed.stderr
-    (run_dir,) = out.iterdir()
+    (run_dir,) = [p for p in out.iterdir() if p.is_dir()]  # and kforge's .gitignore
     calls = TrajectoryStore(run_dir / "trajectories.db").llm_calls(run_dir.name)
     assert len(calls) == 5 and calls[-1]["error"].startswith("EndpointUnreachable")
 

@@ -3,6 +3,7 @@ random), results.jsonl and the summary, bad input, and a batch killed mid-way re
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -200,7 +201,10 @@ def test_a_half_written_last_line_is_left_out_by_report_and_set_aside_by_resume(
 
 
 def test_resume_refuses_while_a_worker_of_the_killed_batch_still_runs(tmp_path, env):
-    from kforge.agent.batch.lock import LOCK, alive, release, take
+    """kill -9 of the batch takes its local worker too (it dies with its parent); a worker that
+    still runs (one on a machine without that signal, one a user started by hand) keeps the
+    folder: a resume refuses, naming it, until it ends; then the stale lock is taken over."""
+    from kforge.agent.batch.lock import LOCK, alive, release, start_time, take
 
     task = (Path(__file__).parent / "fixtures" / "tasks" / "scale_relu.py").read_text()
     tasks = tmp_path / "tasks"
@@ -212,23 +216,32 @@ def test_resume_refuses_while_a_worker_of_the_killed_batch_still_runs(tmp_path, 
     out = tmp_path / "batch"
     proc = subprocess.Popen([*CLI, str(tasks), *FAST, "--out", str(out)], env=env, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    survivor = subprocess.Popen(["sleep", "120"])
     try:
         deadline = time.monotonic() + 120
         while not list(out.glob("runs/*/*/run.json")) and time.monotonic() < deadline:
             time.sleep(0.2)  # the worker has started the task: it measures the slow reference
         owners = [o["pid"] for o in json.loads((out / LOCK).read_text())["owners"]]
         assert owners[0] == proc.pid and len(owners) == 2
-        os.kill(proc.pid, signal.SIGKILL)  # the batch process only: its worker lives on
+        os.kill(proc.pid, signal.SIGKILL)  # the batch process only
         proc.wait()
+        deadline = time.monotonic() + 30
+        while alive(owners[1], "") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not alive(owners[1], ""), "the worker outlived the killed batch"
+
+        lock = json.loads((out / LOCK).read_text())
+        lock["owners"].append({"pid": survivor.pid, "start": start_time(survivor.pid)})
+        (out / LOCK).write_text(json.dumps(lock))  # a worker that lives on
         done = _batch("--resume", str(out), "--quiet", env=env)
         assert done.returncode == 2, done.stderr
-        assert f"is being run by process {owners[1]}" in done.stderr
+        assert f"is being run by process {survivor.pid}" in done.stderr
         assert len(done.stderr.strip().splitlines()) == 1 and not _lines(out)
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-    deadline = time.monotonic() + 30
-    while alive(owners[1], "") and time.monotonic() < deadline:
-        time.sleep(0.2)
+        survivor.kill()
+        survivor.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
     take(out)  # every owner is gone: the lock is stale and taken over
     release(out)
     assert not (out / LOCK).exists()
@@ -279,4 +292,4 @@ def test_a_killed_batch_takes_its_workers_and_their_evaluations_with_it(tmp_path
     while time.monotonic() < deadline and any(_alive(p) for p in under):
         time.sleep(0.5)
     assert not [p for p in under if _alive(p)]
-    assert len(list((out / "runs").glob("*"))) <= 1  # no next task was started
+    assert len([p for p in (out / "runs").iterdir() if p.is_dir()]) <= 1  # no next task was started

@@ -20,3 +20,10 @@ def test_a_folder_kforge_makes_stays_out_of_git(tmp_path):
 def test_a_folder_the_user_made_is_left_alone(tmp_path):
     output_folder(tmp_path)
     assert not (tmp_path / ".gitignore").exists()
+
+
+def test_a_folder_inside_kforge_output_gets_no_second_gitignore(tmp_path):
+    output_folder(tmp_path / "batch")
+    output_folder(tmp_path / "batch" / "runs" / "task-1")
+    assert (tmp_path / "batch" / ".gitignore").is_file()
+    assert not (tmp_path / "batch" / "runs" / ".gitignore").exists()

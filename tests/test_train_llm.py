@@ -139,7 +139,7 @@ def test_the_adapter_runs_in_optimize_through_the_hf_policy(sft_run, tmp_path, c
     ]  # fmt: skip
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    (run_dir,) = (tmp_path / "runs").iterdir()
+    (run_dir,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]  # and kforge's .gitignore
     store = TrajectoryStore(run_dir / "trajectories.db")
     run_id = json.loads((run_dir / "run.json").read_text())["run_id"]
     assert store.run_info(run_id)["status"] == "finished"

@@ -15,11 +15,17 @@ from ..tools.task import Task
 from .settings import RunSettings
 
 OnResult = Callable[[int, Result], None]
+OnPhase = Callable[[int, str], None]  # candidate index, "compiling" / "verifying" / "timing"
 
 
 class Evaluator(Protocol):
     def evaluate_many(
-        self, task: Task, sources: list[str], options: EvalOptions, on_result: OnResult | None = None
+        self,
+        task: Task,
+        sources: list[str],
+        options: EvalOptions,
+        on_result: OnResult | None = None,
+        on_phase: OnPhase | None = None,
     ) -> list[Result]: ...
 
     def measure_baseline(self, task: Task, options: EvalOptions) -> Result: ...
@@ -29,11 +35,16 @@ class EngineEvaluator:
     """The real engine: sandboxed workers, compile pool, verification and timing."""
 
     def evaluate_many(
-        self, task: Task, sources: list[str], options: EvalOptions, on_result: OnResult | None = None
+        self,
+        task: Task,
+        sources: list[str],
+        options: EvalOptions,
+        on_result: OnResult | None = None,
+        on_phase: OnPhase | None = None,
     ) -> list[Result]:
         from ..tools.evaluate import evaluate_many
 
-        return evaluate_many(task, sources, options, on_result=on_result)
+        return evaluate_many(task, sources, options, on_result=on_result, on_phase=on_phase)
 
     def measure_baseline(self, task: Task, options: EvalOptions) -> Result:
         from ..tools.evaluate import measure_baseline

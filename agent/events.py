@@ -74,6 +74,15 @@ class CandidateEvaluated(Event):
 
 
 @dataclasses.dataclass(kw_only=True)
+class CandidatePhase(Event):
+    """What the candidate being evaluated is doing: compiling, verifying or timing."""
+
+    kind: ClassVar[str] = "candidate_phase"
+    attempt_id: str
+    phase: str
+
+
+@dataclasses.dataclass(kw_only=True)
 class RoundProfiled(Event):
     kind: ClassVar[str] = "round_profiled"
     round: int
@@ -173,6 +182,8 @@ class RichRenderer:
                     f"  {escape(event.attempt_id)} [{colour}]{escape(event.status)}[/] "
                     f"{_speedup(event.speedup_vs_eager)} vs eager {ms}{again}"
                 )
+            case CandidatePhase():
+                return f"[dim]  {escape(event.attempt_id)} {escape(event.phase)}[/]"
             case RoundProfiled():
                 return f"[dim]{escape(event.summary.splitlines()[0]) if event.summary else ''}[/]"
             case Decision():

@@ -84,7 +84,7 @@ class FakeEvaluator:
         self.baselines += 1
         return Result(status=Status.OK, eager=Timing(1.0, 1.0, 1.0, 0.0, 3))
 
-    def evaluate_many(self, task, sources, options, on_result=None):
+    def evaluate_many(self, task, sources, options, on_result=None, on_phase=None):
         results = []
         for i, source in enumerate(sources):
             if self.die_after is not None and len(self.evaluated) >= self.die_after:

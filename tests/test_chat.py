@@ -125,10 +125,13 @@ def test_session_without_llm_edits_the_plan_runs_a_round_and_saves_the_best(tmp_
     say(child, f"/task {TASK}", "loaded add_relu")
     child.sendline("/run 1")
     child.expect_exact("approve the plan?")
+    assert "compile-default" in child.before and "features: {" not in child.before  # for people, not JSON
     child.sendline("e")
     child.expect_exact("plan> ")
     child.send("\rKeep it torch-only.\x1b\r")  # Esc Enter accepts the edited plan
     child.expect_exact("approved plan")
+    child.expect_exact("r1-c0 verifying")  # the round is not silent: each candidate's phase
+    child.expect_exact("r1-c0 timing")
     child.expect_exact("r1-c0 ok")
     child.expect_exact("done")
     child.expect_exact(PROMPT)
@@ -146,7 +149,9 @@ def test_session_without_llm_edits_the_plan_runs_a_round_and_saves_the_best(tmp_
     assert saved.read_text() == (run_dir / "best.py").read_text()
     with sqlite3.connect(run_dir / "trajectories.db") as conn:
         (plan,) = conn.execute("SELECT text FROM analyses WHERE kind='plan'").fetchone()
-    assert plan.rstrip().endswith("Keep it torch-only.")  # the run followed the edited plan
+    text, features = plan.rstrip().rsplit("\n", 1)
+    assert text.endswith("Keep it torch-only.")  # the run followed the edited plan
+    assert features.startswith("features: {")  # and kept the line the ranker learns from
     with sqlite3.connect(run_dir / "chat.db") as conn:
         lines = [row[0] for row in conn.execute("SELECT content FROM messages WHERE role='user'")]
     assert lines[:2] == ["/task " + str(FIXTURES / "replay_server.py"), "/frobnicate"]

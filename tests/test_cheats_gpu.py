@@ -171,6 +171,10 @@ def example_results(make_gpu_options: Callable[..., EvalOptions]) -> Callable[[s
     return get
 
 
+# diag(a) @ b: the reference multiplies by an N x N matrix, the candidates scale rows (O(N^2))
+SHORTCUT_TASKS = {"tasks/diag_matmul.py"}
+
+
 @pytest.mark.parametrize(("task_file", "cand_file"), example_pairs())
 def test_example_candidate_is_ok_with_real_timings(
     example_results: Callable[[str, str], Result], task_file: str, cand_file: str
@@ -182,7 +186,13 @@ def test_example_candidate_is_ok_with_real_timings(
     assert result.eager is not None and result.eager.median_ms > 0
     assert result.compiled is not None and result.compiled.median_ms > 0
     assert result.roofline is not None and result.roofline.floor_ms is not None
-    assert result.roofline_fraction is not None and 0 < result.roofline_fraction <= 1.5
+    fraction = result.roofline_fraction
+    assert fraction is not None and fraction > 0
+    shortcut = [f for f in result.flags if f.startswith("faster than the roofline floor")]
+    if task_file in SHORTCUT_TASKS:  # the reference's FLOPs are not the task's: fraction over 1, flagged
+        assert fraction > 1 and shortcut, (fraction, result.flags)
+    else:
+        assert fraction <= 1.5 and (fraction <= 1) == (not shortcut), (fraction, result.flags)
 
 
 @pytest.mark.skipif(shutil.which("ncu") is None, reason="ncu not on PATH")

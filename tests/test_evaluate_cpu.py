@@ -48,11 +48,27 @@ def batch(
     sources = [fixture_source(f"candidates/{name}.py") for name in SCALE_RELU]
     sources += [NO_MODEL_NEW, SYNTAX_ERROR]
     seen: list[int] = []
+    names = [*SCALE_RELU, "no_model_new", "syntax_error"]
     results = evaluate_many(
-        scale_relu, sources, make_session_cpu_options(), on_result=lambda i, _: seen.append(i)
+        scale_relu,
+        sources,
+        make_session_cpu_options(),
+        on_result=lambda i, _: seen.append(i),
+        on_phase=lambda i, phase: PHASES.setdefault(names[i], []).append(phase),
     )
     assert seen == list(range(len(sources)))  # the callback sees every result, in order
-    return dict(zip([*SCALE_RELU, "no_model_new", "syntax_error"], results, strict=True))
+    return dict(zip(names, results, strict=True))
+
+
+PHASES: dict[str, list[str]] = {}  # candidate -> the phases evaluate_many showed, in order
+
+
+def test_each_candidate_shows_the_phases_it_went_through(batch: dict[str, Result]) -> None:
+    """What the chat and optimize show while a round runs (loading, verifying, timing)."""
+    assert PHASES["scale_relu_torch"] == ["loading", "verifying", "timing"]
+    assert PHASES["wrong_output"] == ["loading", "verifying"]  # incorrect: never timed
+    assert PHASES["raises_at_import"] == ["loading"]
+    assert "syntax_error" not in PHASES  # refused before any worker started
 
 
 @pytest.mark.parametrize("name", ["scale_relu_torch", "scale_relu_triton"])

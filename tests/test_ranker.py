@@ -10,7 +10,7 @@ import sys
 
 from kforge.agent.policy.features import TaskFeatures
 from kforge.agent.policy.ranker import Example, fit, fit_with_prior, fixed_order, load_model, ndcg
-from kforge.agent.policy.ranker_data import load_examples
+from kforge.agent.policy.ranker_data import features_line, load_examples, parse_features, split_features
 from kforge.agent.policy.ranker_synth import synth_tasks, write_store
 
 
@@ -107,3 +107,12 @@ def test_the_prior_only_fills_in_families_measured_too_rarely():
     assert 1.9 < model.score("fx-rewrite", x) < 2.2
     assert model.counts == {"compile-default": 6, "fx-rewrite": 21}
     assert model.metadata["measured_families"] == ["compile-default"]
+
+
+def test_the_plan_people_see_has_no_features_json_and_the_stored_one_keeps_it() -> None:
+    features = TaskFeatures.from_json({"flops": 2.0, "launches": 3})
+    plan = f"Embedded strategy plan.\n1. compile-default: fuse\n{features_line(features)}"
+    shown, machine = split_features(plan)
+    assert shown == "Embedded strategy plan.\n1. compile-default: fuse"
+    assert parse_features(f"{shown}\nKeep it torch-only.\n{machine}") == features
+    assert split_features("an LLM's plan") == ("an LLM's plan", "")

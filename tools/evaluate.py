@@ -18,6 +18,7 @@ from typing import Any
 
 from . import profile
 from .cache import default_cache_dir
+from .phases import phases_shown
 from .quiet import timing_env
 from .result import Result, Roofline, Status
 from .sandbox import Limits, Pair, WorkerOutcome, clean_env, run_pair, run_worker
@@ -44,6 +45,8 @@ class EvalOptions:
 
 
 ResultCallback = Callable[[int, Result], None]
+# (candidate index, what it is doing): "compiling" (a CUDA build), "loading", "verifying", "timing"
+PhaseCallback = Callable[[int, str], None]
 
 WORKER_MEMORY_SHARE = 0.4  # of the host's memory, per worker: an evaluation runs two (judge, candidate)
 
@@ -94,10 +97,15 @@ def evaluate(task: Task, source: str, options: EvalOptions) -> Result:
 
 
 def evaluate_many(
-    task: Task, sources: list[str], options: EvalOptions, on_result: ResultCallback | None = None
+    task: Task,
+    sources: list[str],
+    options: EvalOptions,
+    on_result: ResultCallback | None = None,
+    on_phase: PhaseCallback | None = None,
 ) -> list[Result]:
     """Evaluate several candidates: CUDA builds start at once in a CPU pool, and each
-    candidate is verified and timed on the GPU as soon as its build is done, one at a time."""
+    candidate is verified and timed on the GPU as soon as its build is done, one at a time.
+    ``on_phase`` hears what the candidate being evaluated is doing, as it changes."""
     prepared: list[Candidate | Result] = [_prepare(task, s, options) for s in sources]
     results: list[Result] = []
     with ThreadPoolExecutor(max_workers=max(1, options.compile_workers)) as pool:
@@ -109,8 +117,11 @@ def evaluate_many(
                 result = item
             else:
                 future = builds[i]
+                shown = functools.partial(on_phase, i) if on_phase is not None else None
+                if shown is not None and future is not None and not future.done():
+                    shown("compiling")
                 failure = future.result() if future is not None else None
-                result = failure or _run_eval(task, item, options)
+                result = failure or _run_eval(task, item, options, shown)
             results.append(result)
             if on_result is not None:
                 on_result(i, result)
@@ -181,7 +192,9 @@ def _prepare(task: Task, source: str, options: EvalOptions) -> Candidate | Resul
     return candidate
 
 
-def _run_eval(task: Task, candidate: Candidate, options: EvalOptions) -> Result:
+def _run_eval(
+    task: Task, candidate: Candidate, options: EvalOptions, on_phase: Callable[[str], None] | None = None
+) -> Result:
     """The judge (a worker that loads the task, never the candidate) and the candidate's
     worker, joined by pipes; the Result is the judge's alone."""
     scratch = _scratch(options, candidate.hash, "eval")
@@ -195,8 +208,11 @@ def _run_eval(task: Task, candidate: Candidate, options: EvalOptions) -> Result:
     judge_env, cand_env = _env(options, None, "judge"), _env(options, candidate)
     judge_job |= _paths(options, judge_env)
     cand_job |= _paths(options, cand_env)
+    if on_phase is not None:
+        judge_job["phase_file"] = str(judge_dir / "phase")
     pair = Pair(judge_job, cand_job, judge_dir, cand_dir, judge_env, cand_env)
-    judge, worker = run_pair(pair, _limits(options))
+    with phases_shown(judge_dir / "phase", on_phase):
+        judge, worker = run_pair(pair, _limits(options))
     result = _remember_roofline(task, options, _to_result(judge, candidate, options, worker))
     if options.device == "cuda" and result.status == Status.OK and (options.ncu or options.sanitize):
         env = _env(options, candidate)

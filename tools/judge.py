@@ -43,7 +43,8 @@ def run_eval(spec: dict[str, Any], channel: Channel) -> Result:
         job.note(f"judge containment: {line}")
     task = import_file(Path(spec["task_path"]), "kforge_task")
     candidate = RemoteCandidate(channel, job.device)
-    failed = _wait_ready(job, channel)
+    with job.phase("candidate import"):  # its builds (load_inline) run here
+        failed = _wait_ready(job, channel)
     if failed is not None:
         return failed
     try:

@@ -17,7 +17,7 @@ from typing import Any
 from ...tools.evaluate import EvalOptions
 from ...tools.result import Result, Status
 from ...tools.task import Task, TaskError, load_task
-from ..evaluator import EngineEvaluator, OnResult, eval_options
+from ..evaluator import EngineEvaluator, OnPhase, OnResult, eval_options
 from ..settings import RunSettings
 from ..state import BASELINE_ID
 from .tasks import TaskEntry
@@ -66,11 +66,16 @@ class BatchEvaluator(EngineEvaluator):
         self.time_compile = time_compile
 
     def evaluate_many(
-        self, task: Task, sources: list[str], options: EvalOptions, on_result: OnResult | None = None
+        self,
+        task: Task,
+        sources: list[str],
+        options: EvalOptions,
+        on_result: OnResult | None = None,
+        on_phase: OnPhase | None = None,
     ) -> list[Result]:
         trials = min(options.trials, self.trials)
         options = dataclasses.replace(options, compile_baseline=self.time_compile, trials=trials)
-        return super().evaluate_many(task, sources, options, on_result)
+        return super().evaluate_many(task, sources, options, on_result, on_phase)
 
     def measure_baseline(self, task: Task, options: EvalOptions) -> Result:
         """The reference measured; an InvalidTask when it does not run at all (nothing can be

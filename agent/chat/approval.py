@@ -16,6 +16,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from ..policy.ranker_data import split_features
 from ..run import InterruptHandler, RunStopped
 
 QUESTION = "approve the plan? [Y]es / [e]dit / [n]o (stop here): "
@@ -37,7 +38,11 @@ def terminal_answers(console: Console) -> InterruptHandler:
 def _plan(console: Console, payload: dict[str, Any]) -> str:
     from prompt_toolkit import prompt
 
-    plan = str(payload["plan"])
+    plan, machine = split_features(str(payload["plan"]))  # the features line stays, unshown
+
+    def kept(text: str) -> str:
+        return f"{text}\n{machine}" if machine else text
+
     title = "plan" if not payload.get("round") else f"new plan after round {payload['round']}"
     console.print(Panel(Markdown(plan), title=title, title_align="left"))
     while True:
@@ -46,14 +51,14 @@ def _plan(console: Console, payload: dict[str, Any]) -> str:
         except EOFError:  # Ctrl-D: no answer, the run stays at the plan
             raise RunStopped("plan not approved") from None
         if reply in ("", "y", "yes"):
-            return plan
+            return kept(plan)
         if reply in ("n", "no", "/stop"):
             raise RunStopped("plan not approved")
         if reply in ("e", "edit"):
             console.print(f"[dim]{EDIT_HINT}[/]")
             edited = prompt("plan> ", default=plan, multiline=True).strip()
             console.print(Panel(Markdown(edited), title="approved plan", title_align="left"))
-            return edited or plan
+            return kept(edited or plan)
         console.print("answer y, e or n")
 
 

@@ -18,6 +18,7 @@ from rich.text import Text
 
 from ...tools.precision import PRECISIONS
 from ...tools.result import Result
+from ..policy.ranker_data import split_features
 from ..report import render_report
 from ..run import RunStopped
 from ..tables import result_table
@@ -58,7 +59,7 @@ def task_cmd(s: Session, arg: str) -> None:
 
 def plan_cmd(s: Session, arg: str) -> None:
     """/plan: show the current plan (/run asks you to approve or edit each new plan)."""
-    s.console.print(Markdown(s.plan()))
+    s.console.print(Markdown(split_features(s.plan())[0]))
 
 
 def run_cmd(s: Session, arg: str) -> None:

@@ -16,7 +16,7 @@ from ...tools.result import Result, Status
 from ...tools.task import TaskError, parse_candidate
 from ..context import RunContext
 from ..evaluator import eval_options
-from ..events import CandidateEvaluated
+from ..events import CandidateEvaluated, CandidatePhase
 from ..state import AttemptState, State
 
 
@@ -86,8 +86,11 @@ def evaluate(state: State, runtime: Runtime[RunContext]) -> dict[str, Any]:
         reported.add(index)
         _report(rc, attempt_id, result, reused=False)
 
+    def on_phase(index: int, phase: str) -> None:
+        rc.emit(CandidatePhase(attempt_id=pending[index]["attempt_id"], phase=phase))
+
     sources = [attempt["source"] for attempt in pending]
-    finished = rc.evaluator.evaluate_many(rc.task, sources, options, on_result)
+    finished = rc.evaluator.evaluate_many(rc.task, sources, options, on_result, on_phase)
     for index, (attempt, result) in enumerate(zip(pending, finished, strict=True)):
         if index not in reported:
             on_result(index, result)

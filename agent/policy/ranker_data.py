@@ -27,6 +27,15 @@ def features_line(features: TaskFeatures) -> str:
     return FEATURES_PREFIX + json.dumps(features.to_json(), sort_keys=True)
 
 
+def split_features(plan: str) -> tuple[str, str]:
+    """(the plan as people read it, its machine-readable features line or ""): the line is
+    for the ranker's training data, not for the screen."""
+    lines = plan.splitlines()
+    kept = [line for line in lines if not line.startswith(FEATURES_PREFIX)]
+    machine = next((line for line in reversed(lines) if line.startswith(FEATURES_PREFIX)), "")
+    return "\n".join(kept).strip(), machine
+
+
 def parse_features(plan: str) -> TaskFeatures | None:
     for line in reversed(plan.splitlines()):
         if line.startswith(FEATURES_PREFIX):

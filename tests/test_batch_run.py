@@ -111,10 +111,13 @@ def test_killed_batch_resumes_without_redoing_finished_tasks(tmp_path, env):
     before = _lines(out)
     assert len(before) == 2 and before[0]["task"] == "1_not_a_task"
     done = subprocess.run(  # a new evaluation limit applies to the tasks still to run
-        [*CLI, "--resume", str(out), "--quiet", "--eval-timeout", "240"],
+        [*CLI, "--resume", str(out), "--eval-timeout", "240"],
         env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 3, done.stderr[-3000:]  # 1_not_a_task is invalid
+    # not a terminal: a line per task as it ends, counted with the tasks finished before the kill
+    assert "[3/3] 3_softmax_rows: ok" in done.stderr, done.stderr[-3000:]
+    assert "[1/3]" not in done.stderr and "[2/3]" not in done.stderr
     after = _lines(out)
     assert [x["task"] for x in after] == ["1_not_a_task", "2_linear_sum", "3_softmax_rows"]
     assert after[:2] == before and after[2]["status"] == "ok"
@@ -276,8 +279,8 @@ def test_a_killed_batch_takes_its_workers_and_their_evaluations_with_it(tmp_path
     for i in range(3):
         (tasks / f"{i + 1}_softmax_rows.py").write_text((FIXTURES / "tasks" / "softmax_rows.py").read_text())
     out = tmp_path / "batch"
-    proc = subprocess.Popen([*CLI, str(tasks), *FAST, "--out", str(out)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen([*CLI, str(tasks), *FAST, "--out", str(out)], env=env, text=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
     deadline = time.monotonic() + 240
     under: set[int] = set()
     while time.monotonic() < deadline and proc.poll() is None:  # until an evaluation runs under it
@@ -287,7 +290,10 @@ def test_a_killed_batch_takes_its_workers_and_their_evaluations_with_it(tmp_path
         time.sleep(0.2)
     assert proc.poll() is None and under, "the batch ended before an evaluation started"
     proc.send_signal(sig)
-    proc.wait(timeout=60)
+    _, stderr = proc.communicate(timeout=60)
+    if sig == signal.SIGINT:  # Ctrl-C: the way back in, and the shell's code for it
+        assert f"resume with kforge batch --resume {out}" in " ".join(stderr.split()), stderr[-2000:]
+        assert proc.returncode == 130
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and any(_alive(p) for p in under):
         time.sleep(0.5)

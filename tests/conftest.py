@@ -3,6 +3,7 @@ skip for tests marked ``gpu`` on machines without CUDA."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 from kforge.tools.evaluate import EvalOptions
+from kforge.tools.result import Result, Status
 from kforge.tools.task import Task, load_task
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -113,3 +115,20 @@ def make_gpu_options(session_cache_dir: Path) -> Callable[..., EvalOptions]:
         return EvalOptions(**settings)  # type: ignore[arg-type]
 
     return make
+
+
+@pytest.fixture(scope="session")
+def loaded_host_only() -> Callable[[Result], None]:
+    def check(result: Result) -> None:
+        """An honest candidate's wall-clock check can fail on a CPU host running more than it has
+        cores (its worker waits for a core between blocks; eager, in the judge, does not): that
+        is the only rejection allowed, and the log must show the load."""
+        assert result.status == Status.REJECTED, (result.status, result.log[-600:])
+        assert all(reason.startswith("timing claims do not add up") for reason in result.cheats), (
+            result.cheats
+        )
+        host = next(line for line in result.log.splitlines() if line.startswith("timing host:"))
+        load, cores = re.search(r"load ([\d.]+) on (\d+) cores", host).groups()  # type: ignore[union-attr]
+        assert float(load) >= int(cores), host
+
+    return check

@@ -7,7 +7,8 @@ rewrites a pattern that computes the same function with less work:
   GEMM's output features moves onto the weight, turning an (M, N, K) GEMM into a GEMV;
 - ``diag(a) @ B`` -> ``a[:, None] * B`` and ``B @ diag(a)`` -> ``B * a``;
 - ``(A @ B) @ C`` -> ``A @ (B @ C)`` when that needs fewer FLOPs;
-- ``x * 1``, ``x / 1``, ``x + 0`` and ``transpose(transpose(x, i, j), i, j)`` removed.
+- ``x * 1``, ``x / 1``, ``x + 0`` and ``transpose(transpose(x, i, j), i, j)`` removed;
+- attention written out by hand -> ``scaled_dot_product_attention`` (:mod:`.fx_attention`).
 
 The rewritten graph's code becomes ``ModelNew._kforge_body``; only tasks where some pass
 fired get a candidate.
@@ -16,6 +17,7 @@ fired get a candidate.
 from __future__ import annotations
 
 import builtins
+import importlib
 import operator
 import re
 import types
@@ -25,6 +27,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from . import fx_attention
 from .source import Body, Spec
 
 Node = torch.fx.Node
@@ -39,6 +42,15 @@ GLOBAL_DEFS = {
 }
 
 
+def trace(model: torch.nn.Module) -> torch.fx.GraphModule:
+    """``symbolic_trace`` with buffers traced as attributes (not baked in as constants), so a
+    forward may slice a buffer by a traced size (minGPT's ``self.bias[:, :, :T, :T]``)."""
+    tracer = torch.fx.Tracer()
+    tracer.proxy_buffer_attributes = True
+    graph = tracer.trace(model)
+    return torch.fx.GraphModule(tracer.root, graph, model.__class__.__name__)
+
+
 class _Shapes(torch.fx.Interpreter):
     """Shape propagation on meta tensors (quiet: a failure raises, nothing is printed)."""
 
@@ -46,6 +58,8 @@ class _Shapes(torch.fx.Interpreter):
         result = super().run_node(n)
         if isinstance(result, torch.Tensor):
             n.meta["tensor_meta"] = result
+        elif isinstance(result, int | float) and not isinstance(result, bool):
+            n.meta["scalar"] = True  # a size, or math of sizes: fixed for the task's shapes
         return result
 
 
@@ -202,6 +216,7 @@ PASSES: dict[str, Callable[[torch.fx.GraphModule], int]] = {
     "diag-matmul": diag_matmul,
     "reassociate": reassociate,
     "identities": identities,
+    "attention-sdpa": fx_attention.sdpa_attention,
 }
 
 
@@ -213,7 +228,7 @@ def rewrite(
 ) -> tuple[Body, list[str]] | None:
     """The rewritten forward as a Body and the passes that fired, or None when none did.
     ``helpers`` name the functions a pass calls that the candidate's prelude defines."""
-    gm = torch.fx.symbolic_trace(model)
+    gm = trace(model)
     _Shapes(gm).run(*inputs)
     fired = []
     for name, fn in (PASSES if passes is None else passes).items():
@@ -238,13 +253,27 @@ def rewrite(
             continue  # getattr, for x.T: a builtin the emitted code names as it is
         elif isinstance(obj, types.ModuleType) and name not in STANDARD_GLOBALS:
             prelude.append(f"import {obj.__name__} as {name}")
+        elif _importable(obj):  # a wrapped function, e.g. math.sqrt of a size as math_sqrt
+            prelude.append(f"from {obj.__module__} import {obj.__name__} as {name}")
         elif name not in STANDARD_GLOBALS:
             return None  # a global the emitted code cannot name
     for node in gm.graph.nodes:
         if node.op == "get_attr" and not _has_attr(model, str(node.target)):
             return None  # a constant made during tracing: not on ModelNew
+    src = src[src.index("def forward(self") :]  # after fx's wrap() lines for wrapped functions
     method = src.strip("\n").replace("def forward(self", "def _kforge_body(self", 1)
     return Body(method=method + "\n", prelude="\n".join(prelude)), fired
+
+
+def _importable(obj: Any) -> bool:
+    """Whether ``from obj.__module__ import obj.__name__`` gives ``obj`` back."""
+    module, name = getattr(obj, "__module__", None), getattr(obj, "__name__", None)
+    if not module or not name or module == "builtins":
+        return False
+    try:
+        return getattr(importlib.import_module(module), name) is obj
+    except ImportError:
+        return False
 
 
 def _has_attr(model: torch.nn.Module, path: str) -> bool:

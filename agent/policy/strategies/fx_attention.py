@@ -1,0 +1,223 @@
+"""Attention written out by hand, rewritten to ``scaled_dot_product_attention`` on the FX graph.
+
+The pattern, as models write it::
+
+    scores = q @ k.transpose(-2, -1)          # torch.matmul / @ / torch.bmm
+    scores = scores / math.sqrt(d)            # or * scale; optional
+    scores = scores.masked_fill(mask, -inf)   # or + additive_mask; optional
+    probs = softmax(scores, dim=-1)           # torch / F / method / nn.Softmax
+    probs = dropout(probs)                    # only with p = 0 (a no-op)
+    out = probs @ v
+
+becomes ``F.scaled_dot_product_attention(q, k, v, attn_mask=..., scale=...)``, which never
+writes the (L, S) score and probability matrices to memory (flash or memory-efficient
+kernels; in strict fp32 the memory-efficient one, which computes in fp32). It is the same
+function: the scale is passed as the pattern computes it (1.0 when it has none), a
+``masked_fill(m, -inf)`` becomes the boolean mask ``~m``, an additive mask is passed as it is.
+Anything else (intermediates used elsewhere, the probabilities returned, a finite fill
+value, an additive mask before the scale, batch dimensions that broadcast) is left alone.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from typing import Any
+
+import torch
+import torch.fx
+import torch.nn.functional as F
+
+Node = torch.fx.Node
+MATMULS = (torch.matmul, operator.matmul, torch.bmm)
+SOFTMAXES = (torch.softmax, F.softmax, torch.nn.functional.softmax)
+DROPOUTS = (F.dropout, torch.dropout)
+
+
+def _call(node: Any, functions: tuple[Any, ...], methods: tuple[str, ...] = ()) -> bool:
+    if not isinstance(node, Node):
+        return False
+    return (node.op == "call_function" and node.target in functions) or (
+        node.op == "call_method" and node.target in methods
+    )
+
+
+def _module(gm: torch.fx.GraphModule, node: Any, kind: type) -> Any:
+    if isinstance(node, Node) and node.op == "call_module":
+        mod = gm.get_submodule(str(node.target))
+        return mod if isinstance(mod, kind) else None
+    return None
+
+
+def _shape(node: Any) -> tuple[int, ...] | None:
+    meta = node.meta.get("tensor_meta") if isinstance(node, Node) else None
+    return tuple(meta.shape) if meta is not None and hasattr(meta, "shape") else None
+
+
+def _arg(node: Node, index: int, name: str, default: Any = None) -> Any:
+    return node.args[index] if len(node.args) > index else node.kwargs.get(name, default)
+
+
+def _last_dim(dim: Any, ndim: int) -> bool:
+    return isinstance(dim, int) and dim in (-1, ndim - 1)
+
+
+def _only_user(node: Node, user: Node) -> bool:
+    return list(node.users) == [user]
+
+
+def _transposed_last_two(node: Any) -> Node | None:
+    """``k`` when ``node`` is ``k.transpose(-2, -1)`` (either order, or as torch.transpose)."""
+    if not _call(node, (torch.transpose,), ("transpose",)):
+        return None
+    k, a, b = node.args[0], _arg(node, 1, "dim0"), _arg(node, 2, "dim1")
+    shape = _shape(k)
+    if shape is None or len(shape) < 2 or not isinstance(a, int) or not isinstance(b, int):
+        return None
+    n = len(shape)
+    return k if {a % n, b % n} == {n - 2, n - 1} else None  # type: ignore[return-value]
+
+
+def _scalar(value: Any) -> bool:
+    """A python number, or a graph value that is one (a shape's size, math.sqrt of it)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return True
+    return isinstance(value, Node) and bool(value.meta.get("scalar"))
+
+
+def _match(gm: torch.fx.GraphModule, out: Node) -> dict[str, Any] | None:
+    """The parts of the pattern ending in ``out`` (probs @ v), or None."""
+    if not _call(out, MATMULS, ("matmul", "bmm")) or len(out.args) != 2:
+        return None
+    probs, v = out.args
+    if not isinstance(probs, Node) or not _only_user(probs, out):
+        return None
+    if _call(probs, DROPOUTS, ("dropout",)) and _arg(probs, 1, "p", 0.5) == 0:
+        inner = probs.args[0]
+        probs = inner if isinstance(inner, Node) and _only_user(inner, probs) else None
+    elif (drop := _module(gm, probs, torch.nn.Dropout)) is not None and drop.p == 0:
+        inner = probs.args[0]
+        probs = inner if isinstance(inner, Node) and _only_user(inner, probs) else None
+    if probs is None:
+        return None
+    shape = _shape(probs)
+    if shape is None:
+        return None
+    soft = _module(gm, probs, torch.nn.Softmax)
+    if soft is not None:
+        dim = soft.dim
+    elif _call(probs, SOFTMAXES, ("softmax",)) and not _casts(probs):
+        dim = _arg(probs, 1, "dim")
+    else:
+        return None
+    if not _last_dim(dim, len(shape)):
+        return None
+    return _scores(probs.args[0], probs, v)
+
+
+def _casts(softmax: Node) -> bool:
+    """Whether the softmax names an output dtype (SDPA's output keeps the input's)."""
+    values = [*softmax.args[2:], softmax.kwargs.get("dtype")]
+    return any(isinstance(v, torch.dtype) for v in values)
+
+
+def _scores(node: Any, user: Node, v: Any) -> dict[str, Any] | None:
+    """Walk back from softmax's input through at most one mask and one scale to q @ k^T."""
+    found: dict[str, Any] = {"v": v, "scale": 1.0, "mask": None}
+    while isinstance(node, Node) and _only_user(node, user):
+        if _call(node, MATMULS, ("matmul", "bmm")) and len(node.args) == 2:
+            k = _transposed_last_two(node.args[1])
+            if k is None or not _only_user(node.args[1], node):  # type: ignore[arg-type]
+                return None
+            found |= {"q": node.args[0], "k": k}
+            return found if _same_batch(found) else None
+        if _call(node, (operator.truediv, torch.div), ("div",)) and _scalar(node.args[1]):
+            if found["scale"] != 1.0:
+                return None  # two scales
+            found["scale"] = ("div", node.args[1])
+        elif _call(node, (operator.mul, torch.mul), ("mul",)) and _scalar(node.args[1]):
+            if found["scale"] != 1.0:
+                return None
+            found["scale"] = ("mul", node.args[1])
+        elif _call(node, (torch.masked_fill,), ("masked_fill",)) and found["mask"] is None:
+            value = _arg(node, 2, "value")
+            if not (isinstance(value, float) and math.isinf(value) and value < 0):
+                return None  # a finite fill is not the same function on a fully masked row
+            found["mask"] = ("fill", node.args[1])
+        elif _call(node, (operator.add, torch.add), ("add",)) and found["mask"] is None:
+            if found["scale"] != 1.0:
+                return None  # walking back, the scale came first: the mask is added before it
+            if len(node.args) != 2 or not isinstance(node.args[1], Node) or _shape(node.args[1]) is None:
+                return None
+            mask_meta, scores_meta = node.args[1].meta.get("tensor_meta"), node.meta.get("tensor_meta")
+            if node.kwargs.get("alpha", 1) != 1 or getattr(mask_meta, "dtype", None) != getattr(
+                scores_meta, "dtype", 0
+            ):
+                return None  # a bool "added" is a keep-mask to SDPA, not a bias
+            found["mask"] = ("add", node.args[1])
+        else:
+            return None
+        user, node = node, node.args[0]
+    return None
+
+
+def _same_batch(found: dict[str, Any]) -> bool:
+    """q (..., L, E), k (..., S, E), v (..., S, Ev) with the same batch dimensions (no broadcasting)."""
+    q, k, v = (_shape(found[name]) for name in ("q", "k", "v"))
+    if q is None or k is None or v is None or not len(q) == len(k) == len(v) >= 3:
+        return False
+    return q[:-2] == k[:-2] == v[:-2] and q[-1] == k[-1] and k[-2] == v[-2]
+
+
+def _ones(node: Any, size: tuple[int, int]) -> bool:
+    """``torch.ones(L, S, ...)`` (any dtype, any device) of exactly ``size``."""
+    return _call(node, (torch.ones,)) and _shape(node) == size
+
+
+def _causal(mask: Any, q: tuple[int, ...] | None, k: tuple[int, ...] | None) -> bool:
+    """Whether ``mask`` (True = masked) is the causal one built in the forward, the size of the
+    scores: ``triu(ones(L, S), diagonal=1)`` or ``tril(ones(L, S)) == 0``. SDPA's
+    ``is_causal`` masks the same (top-left aligned) entries."""
+    if q is None or k is None:
+        return False
+    size = (q[-2], k[-2])
+    if _call(mask, (torch.triu,), ("triu",)) and _arg(mask, 1, "diagonal", 0) == 1:
+        return _ones(mask.args[0], size)
+    if _call(mask, (operator.eq, torch.eq), ("eq",)) and mask.args[1] == 0:
+        tril = mask.args[0]
+        return (
+            _call(tril, (torch.tril,), ("tril",))
+            and _arg(tril, 1, "diagonal", 0) == 0
+            and _ones(tril.args[0], size)
+        )
+    return False
+
+
+def sdpa_attention(gm: torch.fx.GraphModule) -> int:
+    """Rewrite every hand-written attention in ``gm`` (shapes propagated); returns how many."""
+    graph, count = gm.graph, 0
+    for out in list(graph.nodes):
+        found = _match(gm, out)
+        if found is None:
+            continue
+        with graph.inserting_before(out):
+            scale: Any = 1.0
+            if isinstance(found["scale"], tuple):
+                how, value = found["scale"]
+                scale = value if how == "mul" else graph.call_function(operator.truediv, (1.0, value))
+            kwargs: dict[str, Any] = {"scale": scale}
+            if found["mask"] is not None:
+                how, mask = found["mask"]
+                if how == "fill" and _causal(mask, _shape(found["q"]), _shape(found["k"])):
+                    kwargs["is_causal"] = True  # kernels skip the masked blocks
+                elif how == "fill":
+                    kwargs["attn_mask"] = graph.call_function(torch.logical_not, (mask,))
+                else:
+                    kwargs["attn_mask"] = mask
+            attention = graph.call_function(
+                F.scaled_dot_product_attention, (found["q"], found["k"], found["v"]), kwargs
+            )
+        out.replace_all_uses_with(attention)
+        graph.erase_node(out)
+        count += 1
+    return count

@@ -1,0 +1,198 @@
+"""The attention rewrite (``fx_attention``): hand-written attention in the forms models use
+becomes ``scaled_dot_product_attention`` and computes the same function; the forms that are
+not the same function are left alone."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+from kforge.agent.policy.features import task_features
+from kforge.agent.policy.strategies import registry
+from kforge.tools.evaluate import EvalOptions, evaluate_many
+from kforge.tools.result import Result, Status
+from kforge.tools.static_checks import static_cheats
+from kforge.tools.task import load_task
+
+TAIL = """
+def get_inputs():
+    return [torch.randn(2, 4, 16, 8), torch.randn(2, 4, 16, 8), torch.randn(2, 4, 16, 8)]
+
+
+def get_init_inputs():
+    return []
+"""
+HEAD = "import math\nimport torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\n"
+
+GPT_CAUSAL = '''
+batch, seq, embd, heads = 2, 16, 32, 4
+
+
+class Model(nn.Module):
+    """minGPT's causal self-attention: a tril buffer, masked_fill(-inf), dropout with p = 0."""
+
+    def __init__(self):
+        super().__init__()
+        self.c_attn = nn.Linear(embd, 3 * embd)
+        self.c_proj = nn.Linear(embd, embd)
+        self.attn_dropout = nn.Dropout(0.0)
+        self.register_buffer("bias", torch.tril(torch.ones(seq, seq)).view(1, 1, seq, seq))
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(embd, dim=2)
+        k = k.view(B, T, heads, C // heads).transpose(1, 2)
+        q = q.view(B, T, heads, C // heads).transpose(1, 2)
+        v = v.view(B, T, heads, C // heads).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        att = self.attn_dropout(att)
+        y = att @ v
+        return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
+
+
+def get_inputs():
+    return [torch.randn(batch, seq, embd)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+ADDITIVE_BMM = '''
+class Model(nn.Module):
+    """3-D batches through torch.bmm, an additive mask after the scale, nn.Softmax."""
+
+    def __init__(self):
+        super().__init__()
+        self.softmax = nn.Softmax(dim=-1)
+
+    def forward(self, q, k, v, mask):
+        scores = torch.bmm(q, torch.transpose(k, 1, 2)) / 4.0
+        return torch.bmm(self.softmax(scores + mask), v)
+
+
+def get_inputs():
+    return [torch.randn(6, 16, 8), torch.randn(6, 12, 8), torch.randn(6, 12, 5), torch.randn(6, 16, 12)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def _forward(body: str) -> str:
+    return HEAD + "class Model(nn.Module):\n    def forward(self, q, k, v):\n" + body + TAIL
+
+
+MATCHES = {
+    "unscaled": _forward("        return torch.softmax(q @ k.transpose(-1, -2), dim=-1) @ v\n"),
+    "method_softmax_scaled": _forward(
+        "        s = torch.matmul(q, k.transpose(-2, -1)) * 0.125\n        return torch.matmul(s.softmax(-1), v)\n"
+    ),
+    "gpt_causal": HEAD + GPT_CAUSAL,
+    "inline_triu": _forward(
+        "        s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])\n"
+        "        m = torch.triu(torch.ones(16, 16, device=q.device, dtype=torch.bool), diagonal=1)\n"
+        "        return torch.softmax(s.masked_fill(m, float('-inf')), dim=-1) @ v\n"
+    ),
+    "inline_tril_eq": _forward(
+        "        m = torch.tril(torch.ones(16, 16, device=q.device)) == 0\n"
+        "        return torch.softmax((q @ k.transpose(-2, -1)).masked_fill(m, -math.inf), dim=-1) @ v\n"
+    ),
+    "triu_second_diagonal": _forward(  # keeps one entry past the diagonal: not causal, a boolean mask
+        "        m = torch.triu(torch.ones(16, 16, device=q.device, dtype=torch.bool), diagonal=2)\n"
+        "        return torch.softmax((q @ k.transpose(-2, -1)).masked_fill(m, float('-inf')), dim=-1) @ v\n"
+    ),
+}
+LEFT_ALONE = {
+    "probs_returned": _forward(
+        "        p = torch.softmax(q @ k.transpose(-2, -1), dim=-1)\n        return p @ v, p\n"
+    ),
+    "finite_fill": _forward(
+        "        s = (q @ k.transpose(-2, -1)).masked_fill(q[..., :1] > 0, -1e9)\n"
+        "        return torch.softmax(s, dim=-1) @ v\n"
+    ),
+    "softmax_over_queries": _forward("        return torch.softmax(q @ k.transpose(-2, -1), dim=-2) @ v\n"),
+    "mask_before_scale": _forward(
+        "        s = (q @ k.transpose(-2, -1) + q[..., :1]) / 8.0\n        return torch.softmax(s, dim=-1) @ v\n"
+    ),
+    "not_transposed_k": _forward("        return torch.softmax(q @ k.mT.mT.transpose(0, 1), dim=-1) @ v\n"),
+}
+
+
+def _task(tmp_path: Path, name: str, source: str):
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    task = load_task(path, check_import=False)
+    analysis = registry.analyse_task(task, task_features(task, None, "fp32", None))
+    return task, analysis
+
+
+def _module(source: str, tmp_path: Path, name: str):
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", sorted(MATCHES))
+def test_hand_written_attention_becomes_sdpa_and_computes_the_same(tmp_path: Path, name: str) -> None:
+    task, analysis = _task(tmp_path, name, MATCHES[name])
+    assert analysis.fx is not None and "attention-sdpa" in analysis.fx[1], analysis.notes
+    spec = next(s for s in registry.base_specs(analysis, "fp32", "cpu") if s.family == "fx-rewrite")
+    source = registry.build(task, spec, analysis)
+    assert "scaled_dot_product_attention" in source and "softmax" not in analysis.fx[0].method
+    assert static_cheats(source, task.source, "fp32") == []
+    reference = _module(MATCHES[name], tmp_path, f"ref_{name}")
+    candidate = _module(source, tmp_path, f"cand_{name}")
+    torch.manual_seed(0)
+    ref = reference.Model(*reference.get_init_inputs()).eval()
+    new = candidate.ModelNew(*reference.get_init_inputs()).eval()
+    new.load_state_dict(ref.state_dict())
+    inputs = reference.get_inputs()
+    with torch.no_grad():
+        torch.testing.assert_close(new(*inputs), ref(*inputs), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", sorted(LEFT_ALONE))
+def test_attention_that_is_not_the_same_function_is_left_alone(tmp_path: Path, name: str) -> None:
+    _, analysis = _task(tmp_path, name, LEFT_ALONE[name])
+    assert analysis.fx is None or "attention-sdpa" not in analysis.fx[1], analysis.fx
+
+
+@pytest.mark.slow
+def test_the_rewritten_attention_is_ok_by_the_evaluator(
+    tmp_path: Path,
+    make_session_cpu_options: Callable[..., EvalOptions],
+    loaded_host_only: Callable[[Result], None],
+) -> None:
+    """Judged like any candidate: the judge's inputs and weights, float64, the timing checks."""
+    task, analysis = _task(tmp_path, "gpt_causal", MATCHES["gpt_causal"])
+    spec = next(s for s in registry.base_specs(analysis, "fp32", "cpu") if s.family == "fx-rewrite")
+    (result,) = evaluate_many(task, [registry.build(task, spec, analysis)], make_session_cpu_options())
+    if result.status != Status.OK:  # the one rejection a loaded CPU host may cause
+        loaded_host_only(result)
+    assert result.fp64_rel_err is not None and result.fp64_rel_err < 1e-5
+
+
+@pytest.mark.parametrize(
+    ("name", "causal"),
+    [("inline_triu", True), ("inline_tril_eq", True), ("gpt_causal", False), ("triu_second_diagonal", False)],
+)
+def test_a_causal_mask_built_in_the_forward_becomes_is_causal(
+    tmp_path: Path, name: str, causal: bool
+) -> None:
+    """minGPT's mask is a buffer, unknown when the graph is analysed on the meta device: a
+    boolean mask. A mask built from ones in the forward is known to be causal."""
+    _, analysis = _task(tmp_path, name, MATCHES[name])
+    method = analysis.fx[0].method
+    assert ("is_causal = True" in method) == causal and ("attn_mask" in method) != causal, method

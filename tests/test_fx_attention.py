@@ -186,13 +186,24 @@ def test_the_rewritten_attention_is_ok_by_the_evaluator(
 
 @pytest.mark.parametrize(
     ("name", "causal"),
-    [("inline_triu", True), ("inline_tril_eq", True), ("gpt_causal", False), ("triu_second_diagonal", False)],
+    [("inline_triu", True), ("inline_tril_eq", True), ("gpt_causal", True), ("triu_second_diagonal", False)],
 )
 def test_a_causal_mask_built_in_the_forward_becomes_is_causal(
     tmp_path: Path, name: str, causal: bool
 ) -> None:
-    """minGPT's mask is a buffer, unknown when the graph is analysed on the meta device: a
-    boolean mask. A mask built from ones in the forward is known to be causal."""
+    """A mask built from ones in the forward, or minGPT's tril buffer (its value read from the
+    Model built on the CPU), is causal; one that keeps an entry past the diagonal is not."""
     _, analysis = _task(tmp_path, name, MATCHES[name])
     method = analysis.fx[0].method
     assert ("is_causal = True" in method) == causal and ("attn_mask" in method) != causal, method
+
+
+def test_a_buffer_that_is_not_causal_stays_a_boolean_mask(tmp_path: Path) -> None:
+    """minGPT's forward with a buffer that keeps one entry past the diagonal (tril with
+    diagonal=1): not SDPA's causal mask."""
+    source = MATCHES["gpt_causal"].replace(
+        "torch.tril(torch.ones(seq, seq))", "torch.tril(torch.ones(seq, seq), 1)"
+    )
+    _, analysis = _task(tmp_path, "gpt_not_causal", source)
+    method = analysis.fx[0].method
+    assert "is_causal" not in method and "attn_mask" in method, method

@@ -22,16 +22,21 @@ from __future__ import annotations
 
 import math
 import operator
+import uuid
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.fx
 import torch.nn.functional as F
 
+from ....tools.task import import_file
+
 Node = torch.fx.Node
 MATMULS = (torch.matmul, operator.matmul, torch.bmm)
 SOFTMAXES = (torch.softmax, F.softmax, torch.nn.functional.softmax)
 DROPOUTS = (F.dropout, torch.dropout)
+BUFFER_READ_MAX_BYTES = 256 * 2**20  # a Model built on the CPU to read its buffers: at most this much state
 
 
 def _call(node: Any, functions: tuple[Any, ...], methods: tuple[str, ...] = ()) -> bool:
@@ -174,13 +179,58 @@ def _ones(node: Any, size: tuple[int, int]) -> bool:
     return _call(node, (torch.ones,)) and _shape(node) == size
 
 
-def _causal(mask: Any, q: tuple[int, ...] | None, k: tuple[int, ...] | None) -> bool:
-    """Whether ``mask`` (True = masked) is the causal one built in the forward, the size of the
-    scores: ``triu(ones(L, S), diagonal=1)`` or ``tril(ones(L, S)) == 0``. SDPA's
-    ``is_causal`` masks the same (top-left aligned) entries."""
+def real_buffers(task_path: Path, meta_model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The task's buffers with their values (a causal mask registered in ``__init__``): the
+    Model built once more on the CPU, when its parameters and buffers are small enough."""
+    state = [*meta_model.parameters(), *meta_model.buffers()]
+    if not any(True for _ in meta_model.buffers()):
+        return {}
+    if sum(t.numel() * t.element_size() for t in state) > BUFFER_READ_MAX_BYTES:
+        return {}
+    try:
+        module = import_file(task_path, f"kforge_buffers_{uuid.uuid4().hex[:8]}")
+        with torch.device("cpu"):
+            torch.manual_seed(0)
+            model = module.Model(*module.get_init_inputs())
+        return dict(model.named_buffers())
+    except Exception:  # the task's own code: no values, no is_causal from a buffer
+        return {}
+
+
+def _sliced_buffer(node: Any, buffers: dict[str, torch.Tensor], size: tuple[int, int]) -> torch.Tensor | None:
+    """The value of ``buffer[..., :L, :S]`` (a slice from the start on the last two dims,
+    whole on the others) when ``node`` is that and the buffer's value is known."""
+    if not _call(node, (operator.getitem,)) or not isinstance(node.args[0], Node):
+        return None
+    attr, index = node.args
+    if attr.op != "get_attr" or str(attr.target) not in buffers or not isinstance(index, tuple):
+        return None
+    value = buffers[str(attr.target)]
+    if len(index) != value.dim() or not all(
+        isinstance(i, slice) and i.start is None and i.step is None for i in index
+    ):
+        return None
+    shape = _shape(node)
+    if any(i.stop is not None for i in index[:-2]) or shape is None or shape[-2:] != size:
+        return None
+    return value[..., : size[0], : size[1]]  # the stops are the traced sizes: the node's shape says them
+
+
+def _causal(
+    mask: Any, q: tuple[int, ...] | None, k: tuple[int, ...] | None, buffers: dict[str, torch.Tensor]
+) -> bool:
+    """Whether ``mask`` (True = masked) is the causal one, the size of the scores: built in the
+    forward (``triu(ones(L, S), diagonal=1)``, ``tril(ones(L, S)) == 0``) or read from a buffer
+    whose value is known (``tril_buffer[:, :, :L, :S] == 0``). SDPA's ``is_causal`` masks the
+    same (top-left aligned) entries."""
     if q is None or k is None:
         return False
     size = (q[-2], k[-2])
+    if _call(mask, (operator.eq, torch.eq), ("eq",)) and mask.args[1] == 0:
+        value = _sliced_buffer(mask.args[0], buffers, size)
+        if value is not None:
+            keep = torch.ones(size, dtype=torch.bool).tril()
+            return bool(torch.equal(value != 0, keep.expand_as(value)))
     if _call(mask, (torch.triu,), ("triu",)) and _arg(mask, 1, "diagonal", 0) == 1:
         return _ones(mask.args[0], size)
     if _call(mask, (operator.eq, torch.eq), ("eq",)) and mask.args[1] == 0:
@@ -196,6 +246,7 @@ def _causal(mask: Any, q: tuple[int, ...] | None, k: tuple[int, ...] | None) -> 
 def sdpa_attention(gm: torch.fx.GraphModule) -> int:
     """Rewrite every hand-written attention in ``gm`` (shapes propagated); returns how many."""
     graph, count = gm.graph, 0
+    buffers: dict[str, torch.Tensor] = gm.meta.get("buffers", {})  # values, where known (real_buffers)
     for out in list(graph.nodes):
         found = _match(gm, out)
         if found is None:
@@ -208,7 +259,7 @@ def sdpa_attention(gm: torch.fx.GraphModule) -> int:
             kwargs: dict[str, Any] = {"scale": scale}
             if found["mask"] is not None:
                 how, mask = found["mask"]
-                if how == "fill" and _causal(mask, _shape(found["q"]), _shape(found["k"])):
+                if how == "fill" and _causal(mask, _shape(found["q"]), _shape(found["k"]), buffers):
                     kwargs["is_causal"] = True  # kernels skip the masked blocks
                 elif how == "fill":
                     kwargs["attn_mask"] = graph.call_function(torch.logical_not, (mask,))

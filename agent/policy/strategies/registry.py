@@ -8,7 +8,17 @@ from typing import Any
 
 from ....tools.task import Task
 from ..features import TaskFeatures, meta_instance
-from . import compile_modes, conv, corpus_kernels, cuda_graph, fx_rewrite, hgemm_tuned, precision, tf32x3
+from . import (
+    compile_modes,
+    conv,
+    corpus_kernels,
+    cuda_graph,
+    fx_attention,
+    fx_rewrite,
+    hgemm_tuned,
+    precision,
+    tf32x3,
+)
 from .runners import forward_code, runner_code
 from .source import REFERENCE_BODY, Body, Spec, render
 
@@ -61,7 +71,7 @@ def analyse_task(task: Task, features: TaskFeatures) -> TaskAnalysis:
         return analysis
     try:
         model, inputs = meta_instance(task.path)
-        analysis.fx = fx_rewrite.rewrite(model, inputs)
+        analysis.fx = fx_rewrite.rewrite(model, inputs, buffers=fx_attention.real_buffers(task.path, model))
         analysis.gemm3 = tf32x3.rewrite(model, inputs)
         analysis.conv3 = tf32x3.rewrite_convs(model, inputs)
         analysis.corpus = corpus_kernels.match(model, inputs)

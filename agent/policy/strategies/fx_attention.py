@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import operator
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -197,15 +198,20 @@ def real_buffers(task_path: Path, meta_model: torch.nn.Module) -> dict[str, torc
         return {}
 
 
-def _sliced_buffer(node: Any, buffers: dict[str, torch.Tensor], size: tuple[int, int]) -> torch.Tensor | None:
+Buffers = Callable[[], dict[str, torch.Tensor]]  # read only when a pattern needs a buffer's value
+
+
+def _sliced_buffer(node: Any, buffers: Buffers, size: tuple[int, int]) -> torch.Tensor | None:
     """The value of ``buffer[..., :L, :S]`` (a slice from the start on the last two dims,
     whole on the others) when ``node`` is that and the buffer's value is known."""
     if not _call(node, (operator.getitem,)) or not isinstance(node.args[0], Node):
         return None
     attr, index = node.args
-    if attr.op != "get_attr" or str(attr.target) not in buffers or not isinstance(index, tuple):
+    if attr.op != "get_attr" or not isinstance(index, tuple):
         return None
-    value = buffers[str(attr.target)]
+    value = buffers().get(str(attr.target))
+    if value is None:
+        return None
     if len(index) != value.dim() or not all(
         isinstance(i, slice) and i.start is None and i.step is None for i in index
     ):
@@ -216,9 +222,7 @@ def _sliced_buffer(node: Any, buffers: dict[str, torch.Tensor], size: tuple[int,
     return value[..., : size[0], : size[1]]  # the stops are the traced sizes: the node's shape says them
 
 
-def _causal(
-    mask: Any, q: tuple[int, ...] | None, k: tuple[int, ...] | None, buffers: dict[str, torch.Tensor]
-) -> bool:
+def _causal(mask: Any, q: tuple[int, ...] | None, k: tuple[int, ...] | None, buffers: Buffers) -> bool:
     """Whether ``mask`` (True = masked) is the causal one, the size of the scores: built in the
     forward (``triu(ones(L, S), diagonal=1)``, ``tril(ones(L, S)) == 0``) or read from a buffer
     whose value is known (``tril_buffer[:, :, :L, :S] == 0``). SDPA's ``is_causal`` masks the
@@ -246,7 +250,7 @@ def _causal(
 def sdpa_attention(gm: torch.fx.GraphModule) -> int:
     """Rewrite every hand-written attention in ``gm`` (shapes propagated); returns how many."""
     graph, count = gm.graph, 0
-    buffers: dict[str, torch.Tensor] = gm.meta.get("buffers", {})  # values, where known (real_buffers)
+    buffers: Buffers = gm.meta.get("buffers") or dict  # values, where known (real_buffers)
     for out in list(graph.nodes):
         found = _match(gm, out)
         if found is None:

@@ -225,13 +225,13 @@ def rewrite(
     inputs: list[Any],
     passes: dict[str, Callable[[torch.fx.GraphModule], int]] | None = None,
     helpers: dict[str, Callable[..., Any]] | None = None,
-    buffers: dict[str, torch.Tensor] | None = None,
+    buffers: Callable[[], dict[str, torch.Tensor]] | None = None,
 ) -> tuple[Body, list[str]] | None:
     """The rewritten forward as a Body and the passes that fired, or None when none did.
     ``helpers`` name the functions a pass calls that the candidate's prelude defines;
-    ``buffers`` are the values of the model's buffers, where known."""
+    ``buffers`` gives the values of the model's buffers (called only if a pass needs one)."""
     gm = trace(model)
-    gm.meta["buffers"] = buffers or {}  # buffer values where known (the model itself is on meta)
+    gm.meta["buffers"] = buffers  # buffer values, on demand (the model itself is on meta)
     _Shapes(gm).run(*inputs)
     fired = []
     for name, fn in (PASSES if passes is None else passes).items():

@@ -4,6 +4,7 @@ winner, and the candidate source of a Spec."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 from ....tools.task import Task
@@ -71,7 +72,8 @@ def analyse_task(task: Task, features: TaskFeatures) -> TaskAnalysis:
         return analysis
     try:
         model, inputs = meta_instance(task.path)
-        analysis.fx = fx_rewrite.rewrite(model, inputs, buffers=fx_attention.real_buffers(task.path, model))
+        buffers = functools.cache(functools.partial(fx_attention.real_buffers, task.path, model))
+        analysis.fx = fx_rewrite.rewrite(model, inputs, buffers=buffers)
         analysis.gemm3 = tf32x3.rewrite(model, inputs)
         analysis.conv3 = tf32x3.rewrite_convs(model, inputs)
         analysis.corpus = corpus_kernels.match(model, inputs)

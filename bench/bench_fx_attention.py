@@ -1,6 +1,7 @@
 """The attention rewrite (``fx-rewrite[attention-sdpa]``) against eager and torch.compile:
-each task's rewrite candidates (eager runner and torch.compile runner) built by the embedded
-policy's registry and judged by the evaluator, strict fp32 unless --precision says otherwise.
+each task's candidates that carry the rewrite (alone, through torch.compile, with 3xTF32
+GEMMs), built by the embedded policy's registry and judged by the evaluator, strict fp32
+unless --precision says otherwise.
 
     python bench/bench_fx_attention.py [TASK.py ...] [--precision fp32] [--device cuda]
 
@@ -69,7 +70,7 @@ def main() -> None:
         specs = [
             s
             for s in registry.base_specs(analysis, args.precision, args.device)
-            if s.family.startswith("fx-rewrite")
+            if "attention-sdpa" in s.name  # the rewrite alone, through torch.compile, with 3xTF32 GEMMs
         ]
         names = [s.name for s in specs]
 

@@ -74,8 +74,8 @@ def analyse_task(task: Task, features: TaskFeatures) -> TaskAnalysis:
         model, inputs = meta_instance(task.path)
         buffers = functools.cache(functools.partial(fx_attention.real_buffers, task.path, model))
         analysis.fx = fx_rewrite.rewrite(model, inputs, buffers=buffers)
-        analysis.gemm3 = tf32x3.rewrite(model, inputs)
-        analysis.conv3 = tf32x3.rewrite_convs(model, inputs)
+        analysis.gemm3 = tf32x3.rewrite(model, inputs, buffers)
+        analysis.conv3 = tf32x3.rewrite_convs(model, inputs, buffers)
         analysis.corpus = corpus_kernels.match(model, inputs)
         gemm = hgemm_tuned.match(model, inputs)
         analysis.hgemm = gemm[0] if gemm is not None else None

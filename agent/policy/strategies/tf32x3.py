@@ -223,11 +223,16 @@ CONV = _Family(
 )  # fmt: skip
 
 
-def _rewrite(family: _Family, model: torch.nn.Module, inputs: list[Any]) -> tuple[Body, list[str]] | None:
+Buffers = Callable[[], dict[str, torch.Tensor]] | None  # the model's buffer values, on demand
+
+
+def _rewrite(
+    family: _Family, model: torch.nn.Module, inputs: list[Any], buffers: Buffers = None
+) -> tuple[Body, list[str]] | None:
     """The forward with the family's layers on its kernel (after the algebraic rewrites), or
     None when none qualifies."""
     passes = {**fx_rewrite.PASSES, family.pass_name: family.replace}
-    result = fx_rewrite.rewrite(model, inputs, passes, family.helpers)
+    result = fx_rewrite.rewrite(model, inputs, passes, family.helpers, buffers)
     if result is None or family.pass_name not in result[1]:
         return None
     body, fired = result
@@ -245,14 +250,18 @@ def _spec(family: _Family, fired: list[str]) -> Spec:
     )
 
 
-def rewrite(model: torch.nn.Module, inputs: list[Any]) -> tuple[Body, list[str]] | None:
+def rewrite(
+    model: torch.nn.Module, inputs: list[Any], buffers: Buffers = None
+) -> tuple[Body, list[str]] | None:
     """The forward with its large fp32 GEMMs on the 3xTF32 kernel, or None."""
-    return _rewrite(GEMM, model, inputs)
+    return _rewrite(GEMM, model, inputs, buffers)
 
 
-def rewrite_convs(model: torch.nn.Module, inputs: list[Any]) -> tuple[Body, list[str]] | None:
+def rewrite_convs(
+    model: torch.nn.Module, inputs: list[Any], buffers: Buffers = None
+) -> tuple[Body, list[str]] | None:
     """The forward with its large fp32 Conv2d layers on the 3xTF32 implicit-GEMM kernel, or None."""
-    return _rewrite(CONV, model, inputs)
+    return _rewrite(CONV, model, inputs, buffers)
 
 
 def spec(fired: list[str]) -> Spec:

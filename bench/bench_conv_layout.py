@@ -28,7 +28,7 @@ from common import header, kernelbench_tasks, print_table
 from kforge.tools.compare import rel_err
 from kforge.tools.guards import set_precision_flags
 from kforge.tools.task import import_file
-from kforge.tools.timing import Timer
+from kforge.tools.timing import LocalSlot, Timer
 
 COLUMNS = [
     "task",
@@ -82,7 +82,7 @@ def measure(path: Path, mode: str, trials: int, device: str) -> dict:
             outputs[name] = variants[name](*inputs)
             compile_s[name] = time.perf_counter() - start
         timer = Timer(torch.device(device), trials=trials)
-        entries = {name: (lambda m=m: m(*inputs)) for name, m in variants.items()}
+        entries = {name: LocalSlot(timer, lambda m=m: m(*inputs)) for name, m in variants.items()}
         times = {name: t.median_ms for name, t in timer.time_many(entries).items()}
     return {
         "task": label(path),

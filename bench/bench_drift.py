@@ -28,7 +28,7 @@ import torch
 from kforge.tools.guards import set_precision_flags
 from kforge.tools.quiet import stop_compile_pools
 from kforge.tools.task import import_file
-from kforge.tools.timing import Timer
+from kforge.tools.timing import LocalSlot, Timer
 
 set_precision_flags("fp32")
 module = import_file(Path(sys.argv[1]), "drift_task")
@@ -45,7 +45,8 @@ with torch.no_grad():
     calls = {"eager": lambda: reference(*inputs), "compile": lambda: compiled(*inputs)}
     for window in range(int(sys.argv[2])):
         plain = {name: timer.time(fn).median_ms for name, fn in calls.items()}
-        rounds = timer.time_many(calls | {"twin": lambda: twin(*inputs)})
+        slots = {name: LocalSlot(timer, fn) for name, fn in (calls | {"twin": lambda: twin(*inputs)}).items()}
+        rounds = timer.time_many(slots)
         print("WINDOW", plain["eager"], plain["compile"], *(rounds[n].median_ms for n in ("eager", "compile", "twin")))
 """
 

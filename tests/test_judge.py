@@ -17,7 +17,9 @@ from kforge.tools.result import Result, Status
 from kforge.tools.static_checks import static_cheats
 from kforge.tools.task import Task
 
-pytestmark = pytest.mark.slow  # end to end: left out of the quick loop (-m 'not slow and not gpu')
+# end to end (left out of the quick loop, -m 'not slow and not gpu'); the wall-clock attacks need
+# a quiet host: .ci/run runs this file alone, after the rest
+pytestmark = [pytest.mark.slow, pytest.mark.timing]
 
 # attack -> task it runs against
 ATTACKS = {

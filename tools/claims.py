@@ -11,7 +11,11 @@ are claims. Three checks, each against something the judge controls:
   candidate as for eager's blocks timed in this process (input switch, flush, checksum),
   plus the round trip to the worker. Work done outside the claimed region (the real output
   computed while "checksumming", a clock that runs slow, a timer that is patched) shows
-  up as time the claims do not explain, and is rejected past the measured noise.
+  up as time the claims do not explain, and is rejected past the measured noise. On a
+  loaded host a block also waits for a core when the worker is woken and when the judge is;
+  a trusted echo thread of the judge, timed just before each block (:class:`.remote.Echo`),
+  waits as long, and its round trip comes off that block. (A candidate that loads the host
+  itself gains at most that wait: the echo waits too.)
 - **Speed of light.** A time below reading the inputs and writing the outputs once at the
   copy bandwidth measured on this GPU is impossible for a correct candidate: rejected.
 """
@@ -50,16 +54,20 @@ def stale_reason(checksums: list[Any], sets: list[int], expected: list[Any], lim
     return ""
 
 
-def unexplained_ms(walls: list[float], claims: list[float], block: int) -> list[float]:
+def unexplained_ms(
+    walls: list[float], claims: list[float], block: int, waits: list[float] | None = None
+) -> list[float]:
     """Per block: wall time the claims do not explain, per timed call (the untimed opening
-    call counted as one more call at the block's median)."""
+    call counted as one more call at the block's median), less ``waits[b]``, the trusted
+    echo's round trip just before block ``b``."""
     per_block = []
     for b, wall in enumerate(walls):
         times = claims[b * block : (b + 1) * block]
         if not times:
             break
         opening = statistics.median(times) if block > 1 else 0.0
-        per_block.append((wall - sum(times) - opening) / block)
+        wait = waits[b] if waits and b < len(waits) else 0.0
+        per_block.append((wall - sum(times) - opening - wait) / block)
     return per_block
 
 
@@ -69,10 +77,13 @@ def hidden_time_reason(
     trusted: list[tuple[list[float], list[float]]],
     block: int,
     round_trip_ms: float,
+    echoes: list[float] | None = None,
 ) -> tuple[str, str]:
     """(reason to reject, or "", a line for the log). ``candidate`` and each ``trusted`` slot
-    are (block walls, claimed times), all from the same rounds."""
-    mine = unexplained_ms(*candidate, block)
+    are (block walls, claimed times), all from the same rounds; ``echoes``, the trusted echo's
+    round trip before each candidate block."""
+    waits = echoes or []
+    mine = unexplained_ms(*candidate, block, waits)
     theirs = [x for walls, claims in trusted for x in unexplained_ms(walls, claims, block)]
     if len(mine) < MIN_BLOCKS or len(theirs) < MIN_BLOCKS:
         return "", f"wall-clock check: not made ({len(mine)} candidate blocks, {MIN_BLOCKS} needed)"
@@ -90,7 +101,9 @@ def hidden_time_reason(
     )
     line = (
         f"wall-clock check: {hidden:.4f} ms a call not explained by the claims "
-        f"(allowed {allowed:.4f}; eager's unexplained {baseline:.4f} +- {noise:.4f}, round trip {round_trip_ms:.3f})"
+        f"(allowed {allowed:.4f}; eager's unexplained {baseline:.4f} +- {noise:.4f}, round trip {round_trip_ms:.3f}"
+        + (f"; echo a block {statistics.median(waits):.3f}" if waits else "")
+        + ")"
     )
     if hidden > allowed:
         return (

@@ -211,6 +211,7 @@ def _wall_clock(
             trusted,
             timer.block_size(),
             _round_trip_ms(candidate, remote.last_reply),
+            remote.echoes[-len(timer.walls["candidate"]) :],
         )
         job.note(line)
         if not hidden or attempt == 2:

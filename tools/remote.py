@@ -7,6 +7,9 @@ are claims (:mod:`.claims`), its observations are reasons to reject it and nothi
 
 from __future__ import annotations
 
+import os
+import threading
+import time
 from typing import Any
 
 import torch
@@ -77,12 +80,38 @@ class RemoteCandidate:
             pass
 
 
+class Echo:
+    """A thread of this process that sends back each byte written to it: the time of one round
+    trip is two wake-ups of a sleeping task, as in a block sent to the candidate's worker, but
+    measured on a task the candidate does not control. On a loaded host a wake-up waits for a
+    core (milliseconds on two busy cores); the judge's wall-clock check takes what this echo
+    waited in the same round off the candidate's block (:func:`.claims.hidden_time_reason`)."""
+
+    def __init__(self) -> None:
+        self._ask_r, self._ask_w = os.pipe()
+        self._ans_r, self._ans_w = os.pipe()
+        threading.Thread(target=self._serve, name="kforge-echo", daemon=True).start()
+
+    def _serve(self) -> None:
+        while os.read(self._ask_r, 1):
+            os.write(self._ans_w, b"e")
+
+    def ms(self) -> float:
+        start = time.perf_counter()
+        os.write(self._ask_w, b"e")
+        os.read(self._ans_r, 1)
+        return (time.perf_counter() - start) * 1e3
+
+
 class RemoteSlot:
     """The candidate as a slot of :meth:`~.timing.Timer.time_many`: each block runs in the
-    candidate's process and comes back as claimed times and checksums."""
+    candidate's process and comes back as claimed times and checksums. Before each block, the
+    round trip of a trusted :class:`Echo` (``echoes``, one per block)."""
 
     def __init__(self, candidate: RemoteCandidate) -> None:
         self.candidate = candidate
+        self.echo = Echo()
+        self.echoes: list[float] = []
         self.claims: list[float] = []
         self.checksums: list[Any] = []
         self.sets: list[int] = []
@@ -91,6 +120,9 @@ class RemoteSlot:
 
     def warm(self, calls: int) -> None:
         self.candidate.request("warm-up", "warm", {"calls": calls})
+
+    def before_block(self) -> None:
+        self.echoes.append(self.echo.ms())
 
     def block(self, size: int) -> list[float]:
         reply, _ = self.candidate.request("timing", "block", {"size": size})

@@ -39,6 +39,8 @@ class Slot(Protocol):
 
     def warm(self, calls: int) -> None: ...
 
+    def before_block(self) -> None: ...  # untimed, just before each block
+
     def block(self, size: int) -> list[float]: ...
 
 
@@ -59,6 +61,9 @@ class LocalSlot:
     def warm(self, calls: int) -> None:
         for _ in range(calls):
             self.fn()
+
+    def before_block(self) -> None:
+        pass
 
     def block(self, size: int) -> list[float]:
         times = self.timer.run_block(self.fn, self.before, size, self.after)
@@ -125,6 +130,7 @@ class Timer:
             last = done >= self.trials or (enough and _perf_counter() >= budget_end)
             for i in range(len(names)):
                 name = names[(rounds + i) % len(names)]
+                slots[name].before_block()
                 start = _perf_counter()
                 samples[name] += slots[name].block(block)
                 self.walls[name].append((_perf_counter() - start) * 1e3)

@@ -1,0 +1,49 @@
+"""The judge's wall-clock check of the candidate's claims (tools/claims.py), on figures made
+up to be what a loaded host and a hiding candidate produce."""
+
+from __future__ import annotations
+
+from kforge.tools.claims import hidden_time_reason
+from kforge.tools.remote import Echo
+
+BLOCK = 2
+ROUNDS = 8
+CLAIM = 0.02  # ms a call: a tiny elementwise task on the CPU
+EAGER_OVERHEAD = 0.25  # ms a call the claims leave unexplained for eager, in the judge
+
+
+def walls(extra_per_block: list[float]) -> tuple[list[float], list[float]]:
+    """(block walls, claims): each block's opening call, BLOCK claimed calls, the honest
+    overhead, and ``extra`` ms on top."""
+    claims = [CLAIM] * (BLOCK * len(extra_per_block))
+    return [(BLOCK + 1) * CLAIM + BLOCK * EAGER_OVERHEAD + x for x in extra_per_block], claims
+
+
+EAGER = [walls([0.01 * (i % 3) for i in range(ROUNDS)])]
+
+
+def test_a_wait_for_a_core_that_the_echo_also_saw_is_not_hidden_work() -> None:
+    """Two busy cores: each wake-up of the worker waits ~1.5 ms. The CI run that rejected an
+    honest candidate saw 1.4 ms a call unexplained (allowed 0.5); the echo waited as long."""
+    loaded = walls([3.0 + 0.1 * (i % 2) for i in range(ROUNDS)])
+    echoes = [3.0 + 0.1 * ((i + 1) % 2) for i in range(ROUNDS)]
+    reason, line = hidden_time_reason("cpu", loaded, EAGER, BLOCK, 0.2, echoes)
+    assert reason == "", line
+    assert "echo a block 3.0" in line
+    reason, line = hidden_time_reason("cpu", loaded, EAGER, BLOCK, 0.2)  # no echo: the old verdict
+    assert reason.startswith("timing claims do not add up"), line
+
+
+def test_work_hidden_beyond_the_echos_wait_is_still_caught() -> None:
+    hiding = walls([3.0 + 2 * 4.0 for _ in range(ROUNDS)])  # 4 ms a call of real work after each claim
+    reason, line = hidden_time_reason("cpu", hiding, EAGER, BLOCK, 0.2, [3.0] * ROUNDS)
+    assert reason.startswith("timing claims do not add up"), line
+    quiet = walls([2 * 4.0 for _ in range(ROUNDS)])
+    reason, line = hidden_time_reason("cpu", quiet, EAGER, BLOCK, 0.2, [0.03] * ROUNDS)
+    assert reason.startswith("timing claims do not add up"), line
+
+
+def test_the_echo_answers_each_byte() -> None:
+    echo = Echo()
+    times = [echo.ms() for _ in range(20)]
+    assert all(0 < t < 1000 for t in times)

@@ -46,6 +46,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "export": ("export",),
     "gemm": ("gemm",),
     "mcp": ("mcp",),
+    "model": ("model",),
 }
 
 

@@ -137,6 +137,30 @@ def measure_baseline(task: Task, options: EvalOptions) -> Result:
     return _remember_roofline(task, options, _to_result(outcome, None, options))
 
 
+def run_model_job(
+    job: dict[str, Any], options: EvalOptions, readable: list[Path], writable: list[Path]
+) -> dict[str, Any]:
+    """A ``kforge model`` job (:mod:`.model.job`) in a contained worker: the user's model code
+    runs there, reading ``readable`` (its folder) and writing ``writable`` (the output folder).
+    The worker's payload, or ``{"error": ...}`` with its log's tail when it wrote none."""
+    scratch = _scratch(options, job["mode"], "model")
+    env = _env(options, None, "judge")
+    paths = _paths(options, env)
+    base = {"device": options.device, "precision": options.precision, "seed": options.seed}
+    full = (
+        base
+        | job
+        | {
+            "writable": paths["writable"] + [str(p) for p in writable],
+            "readable": paths["readable"] + [str(p) for p in readable],
+        }
+    )
+    outcome = run_worker(full, scratch, _limits(options), env)
+    if outcome.result is None:
+        return {"error": f"the model worker {outcome.crash_reason}", "log": outcome.log}
+    return outcome.result
+
+
 def build(candidate: Candidate, options: EvalOptions) -> Result | None:
     """Build a CUDA candidate's extension on the CPU (cached by source hash).
     None when built (or nothing to build); a compile_error Result otherwise."""

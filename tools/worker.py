@@ -92,6 +92,10 @@ def run(spec: dict[str, Any], result_fd: int) -> int:
         from .task import check_module_here
 
         payload = {"error": check_module_here(Path(spec["task_path"]), spec["label"])}
+    elif mode in ("model-extract", "model-measure"):
+        from .model import job as model_job
+
+        payload = model_job.run(spec)
     elif mode == "forward":
         runner.run_forward(spec)
         payload = {"status": "ok"}

@@ -16,16 +16,13 @@ fired get a candidate.
 
 from __future__ import annotations
 
-import builtins
-import importlib
 import operator
-import re
-import types
 from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.fx
+from kforge.tools.fx_source import SourceError, emit, trace
 
 from . import fx_attention
 from .source import Body, Spec
@@ -33,22 +30,6 @@ from .source import Body, Spec
 Node = torch.fx.Node
 MATMULS = (torch.matmul, torch.mm, operator.matmul)
 SCALE_OPS = (operator.mul, operator.truediv, torch.mul, torch.div)
-STANDARD_GLOBALS = {"torch", "inf", "nan", "NoneType", "device", "fx_pytree", "pytree"}
-GLOBAL_DEFS = {
-    "inf": "inf = float('inf')",
-    "nan": "nan = float('nan')",
-    "NoneType": "NoneType = type(None)",
-    "device": "device = torch.device",
-}
-
-
-def trace(model: torch.nn.Module) -> torch.fx.GraphModule:
-    """``symbolic_trace`` with buffers traced as attributes (not baked in as constants), so a
-    forward may slice a buffer by a traced size (minGPT's ``self.bias[:, :, :T, :T]``)."""
-    tracer = torch.fx.Tracer()
-    tracer.proxy_buffer_attributes = True
-    graph = tracer.trace(model)
-    return torch.fx.GraphModule(tracer.root, graph, model.__class__.__name__)
 
 
 class _Shapes(torch.fx.Interpreter):
@@ -243,40 +224,15 @@ def rewrite(
         return None
     gm.graph.eliminate_dead_code()
     gm.graph.lint()
-    code = gm.graph.python_code(root_module="self")
-    src = code.src
-    prelude = []
-    by_function = {id(fn): name for name, fn in (helpers or {}).items()}
-    for name, obj in code.globals.items():
-        if id(obj) in by_function:
-            src = re.sub(rf"\b{re.escape(name)}\b", by_function[id(obj)], src)
-        elif name in GLOBAL_DEFS:
-            prelude.append(GLOBAL_DEFS[name])
-        elif getattr(builtins, name, None) is obj:
-            continue  # getattr, for x.T: a builtin the emitted code names as it is
-        elif isinstance(obj, types.ModuleType) and name not in STANDARD_GLOBALS:
-            prelude.append(f"import {obj.__name__} as {name}")
-        elif _importable(obj):  # a wrapped function, e.g. math.sqrt of a size as math_sqrt
-            prelude.append(f"from {obj.__module__} import {obj.__name__} as {name}")
-        elif name not in STANDARD_GLOBALS:
-            return None  # a global the emitted code cannot name
+    try:
+        prelude, src = emit(gm, helpers)
+    except SourceError:
+        return None  # a global the emitted code cannot name
     for node in gm.graph.nodes:
         if node.op == "get_attr" and not _has_attr(model, str(node.target)):
             return None  # a constant made during tracing: not on ModelNew
-    src = src[src.index("def forward(self") :]  # after fx's wrap() lines for wrapped functions
     method = src.strip("\n").replace("def forward(self", "def _kforge_body(self", 1)
-    return Body(method=method + "\n", prelude="\n".join(prelude)), fired
-
-
-def _importable(obj: Any) -> bool:
-    """Whether ``from obj.__module__ import obj.__name__`` gives ``obj`` back."""
-    module, name = getattr(obj, "__module__", None), getattr(obj, "__name__", None)
-    if not module or not name or module == "builtins":
-        return False
-    try:
-        return getattr(importlib.import_module(module), name) is obj
-    except ImportError:
-        return False
+    return Body(method=method + "\n", prelude=prelude), fired
 
 
 def _has_attr(model: torch.nn.Module, path: str) -> bool:

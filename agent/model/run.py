@@ -1,0 +1,195 @@
+"""The pipeline of ``kforge model``: extract the hot regions into tasks (a contained worker
+runs the user's code, :mod:`kforge.tools.model.job`), optimize each task with the batch
+machinery (rounds spent by each region's share of the time), assemble the verified winners
+into a patch, and measure the patch end to end (another worker), dropping the regions whose
+win does not survive in the model.
+
+Everything lands in the output folder: ``manifest.json`` (the regions and their profile),
+``tasks/``, ``batch/`` (each task's runs, ``results.jsonl``), ``candidates/``,
+``kforge_patch.py``, ``e2e.json`` and ``summary.json``/``summary.md``/``report.html``. A
+killed run started again on the same folder keeps what was done: the extraction, the
+finished tasks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ...tools.evaluate import run_model_job
+from ...tools.model import patch as patch_file
+from ...tools.model.spec import ModelSpecError, parse
+from ...tools.output import output_folder
+from ..batch.job import BatchOptions, run_task
+from ..batch.results import append_line, read_results
+from ..batch.tasks import TaskEntry
+from ..evaluator import eval_options
+from ..settings import RunSettings
+from . import summary
+
+Say = Callable[[Any], None]  # a line or a rich table
+WIN = 1.0  # a region's best must beat eager on the region by more than this to enter the patch
+
+
+class ModelRunError(RuntimeError):
+    """The model could not be loaded, captured or measured; the message is one line."""
+
+
+@dataclasses.dataclass
+class ModelOptions:
+    spec: str
+    out: Path
+    settings: RunSettings
+    policy: str = "embedded"
+    rounds: int = 6  # rounds across all regions, spent by share (each region at least one)
+    min_share: float = 0.02
+    compile_modes: tuple[str, ...] = ("default", "reduce-overhead", "max-autotune")
+    trials: int = 30  # timed whole-model calls per variant
+    extract_only: bool = False
+
+
+def optimize_model(options: ModelOptions, say: Say = print) -> dict[str, Any]:
+    """Run the pipeline; the summary (also written to ``summary.json``)."""
+    try:
+        file, factory = parse(options.spec)
+    except ModelSpecError as err:
+        raise ModelRunError(str(err)) from None
+    options = dataclasses.replace(options, spec=f"{file}:{factory}" if factory else str(file))
+    out = options.out
+    output_folder(out)
+    manifest = extract(options, file, say)
+    say(summary.profile_table(manifest))
+    for line in summary.skipped_lines(manifest):
+        say(line)
+    if options.extract_only:
+        return summary.write(out, manifest, [], None)
+    lines = optimize_tasks(options, manifest, say)
+    regions = assemble(out, manifest, lines)
+    e2e = measure(options, file, regions, say) if regions else None
+    kept = [regions[i] for i in (e2e or {}).get("kept", [])]
+    patch_file.write(out, kept, summary.patch_header(manifest, regions, kept, e2e))
+    result = summary.write(out, manifest, regions, e2e)
+    say(summary.e2e_table(result))
+    return result
+
+
+def extract(options: ModelOptions, file: Path, say: Say) -> dict[str, Any]:
+    """The manifest: from ``manifest.json`` when an earlier run wrote it, else from a worker."""
+    saved = options.out / "manifest.json"
+    if saved.is_file():
+        manifest = json.loads(saved.read_text())
+        if manifest.get("spec") == options.spec:
+            say(f"regions: from {saved} (an earlier run)")
+            return dict(manifest)
+    say(f"capturing {options.spec} and profiling its regions ({options.settings.device})")
+    job = {
+        "mode": "model-extract",
+        "model_spec": options.spec,
+        "out": str(options.out.resolve()),
+        "min_share": options.min_share,
+    }
+    found = run_model_job(job, _eval(options), readable=[file.parent], writable=[options.out.resolve()])
+    if "error" in found:
+        raise ModelRunError(
+            f"{options.spec}: {found['error']}" + (f"\n{found['log']}" if found.get("log") else "")
+        )
+    found["spec"] = options.spec
+    saved.write_text(json.dumps(found, indent=2))
+    return dict(found)
+
+
+def optimize_tasks(options: ModelOptions, manifest: dict[str, Any], say: Say) -> dict[str, dict[str, Any]]:
+    """Each region's task through the optimize loop; its results.jsonl line, by task."""
+    batch = options.out / "batch"
+    batch.mkdir(exist_ok=True)
+    done = {line["task"]: line for line in read_results(batch, warn=False)}
+    tasks = [r for r in manifest["regions"] if r["task"]]
+    budget = rounds_by_share(tasks, options.rounds)
+    for region in tasks:
+        key = Path(region["task"]).stem
+        if key in done:
+            say(f"{key}: done earlier ({done[key]['status']})")
+            continue
+        rounds = budget[region["task"]]
+        say(
+            f"{key}: {region['share']:.0%} of the time, {len(region['instances'])} instances: {rounds} rounds"
+        )
+        settings = options.settings.replace(rounds=rounds)
+        entry = TaskEntry(key=key, path=(options.out / region["task"]).resolve(), level=None)
+        line = run_task(entry, BatchOptions(out=batch, settings=settings, policy=options.policy))
+        append_line(batch, line)
+        done[key] = line
+        say(
+            f"{key}: {line['status']}"
+            + (f", {line['speedup_vs_eager']:.2f}x over eager" if line.get("speedup_vs_eager") else "")
+        )
+    return done
+
+
+def rounds_by_share(regions: list[dict[str, Any]], total: int) -> dict[str, int]:
+    """Rounds per task, in proportion to its share of the time, at least one each."""
+    whole = sum(r["share"] for r in regions) or 1.0
+    return {r["task"]: max(1, round(total * r["share"] / whole)) for r in regions}
+
+
+def assemble(out: Path, manifest: dict[str, Any], lines: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The patch's regions: each task whose best beat eager, its candidate copied beside the
+    patch. Region entries carry what :mod:`kforge.tools.model.patch` needs and the figures."""
+    chosen = []
+    (out / "candidates").mkdir(exist_ok=True)
+    for region in manifest["regions"]:
+        line = lines.get(Path(region["task"]).stem) if region["task"] else None
+        if not line or line.get("status") != "ok" or (line.get("speedup_vs_eager") or 0) <= WIN:
+            continue
+        target = out / "candidates" / Path(region["task"]).name
+        shutil.copyfile(line["best_path"], target)
+        chosen.append(
+            {
+                "kind": region["kind"],
+                "task": region["task"],
+                "candidate": str(target.relative_to(out)),
+                "instances": region["instances"],
+                "inputs": region["inputs"],
+                "fixed": region["fixed"],
+                "shapes": region["shapes"],
+                "share": region["share"],
+                "strategy": line.get("best_strategy"),
+                "speedup_vs_eager": line.get("speedup_vs_eager"),
+                "speedup_vs_compile": line.get("speedup_vs_compile"),
+            }
+        )
+    return chosen
+
+
+def measure(options: ModelOptions, file: Path, regions: list[dict[str, Any]], say: Say) -> dict[str, Any]:
+    say(
+        f"measuring the patch end to end ({len(regions)} regions; eager, torch.compile {', '.join(options.compile_modes)})"
+    )
+    modes = (
+        list(options.compile_modes)
+        if options.settings.device == "cuda"
+        else [m for m in options.compile_modes if m == "default"]
+    )
+    job = {
+        "mode": "model-measure",
+        "model_spec": options.spec,
+        "patch": regions,
+        "root": str(options.out.resolve()),
+        "compile_modes": modes,
+        "trials": options.trials,
+    }
+    figures = run_model_job(job, _eval(options), readable=[file.parent, options.out.resolve()], writable=[])
+    if "error" in figures:
+        raise ModelRunError(f"end-to-end measurement: {figures['error']}")
+    (options.out / "e2e.json").write_text(json.dumps(figures, indent=2))
+    return dict(figures)
+
+
+def _eval(options: ModelOptions) -> Any:
+    return dataclasses.replace(
+        eval_options(options.settings), timeout_s=max(options.settings.eval_timeout_s, 900.0)
+    )

@@ -1,0 +1,268 @@
+"""``kforge model``: a user's model cut into region tasks, patched and measured end to end
+(tools/model/, agent/model/), on tiny models built here: a ViT with hand-written attention,
+a ResNet with BatchNorm, and GPT-2 from a transformers config."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from kforge.tools.model import e2e, extract, job, patch, spec
+from kforge.tools.task import import_file, load_task
+
+MODELS = Path(__file__).parent / "fixtures" / "models"
+VIT = f"{MODELS / 'tiny_vit.py'}:tiny"
+KFORGE = [sys.executable, "-c", "from kforge.agent.cli import main; main()"]
+
+
+@pytest.fixture(scope="module")
+def vit(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """The tiny ViT's regions, extracted once for this module's tests."""
+    out = tmp_path_factory.mktemp("vit")
+    manifest = job.extract_regions(spec.load(VIT), out, min_share=0.0)
+    return out, manifest
+
+
+def region(manifest: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next(r for r in manifest["regions"] if r["kind"] == kind)
+
+
+def write_candidate(out: Path, task: str, name: str, edit: tuple[str, str] = ("", "")) -> dict[str, Any]:
+    """A candidate made of the region's task (ModelNew computes what Model does, or what ``edit``
+    makes of it); returns the patch entry of the region."""
+    source = (out / task).read_text().replace("class Model(", "class ModelNew(")
+    if edit[0]:
+        assert edit[0] in source
+        source = source.replace(edit[0], edit[1])
+    (out / "candidates").mkdir(exist_ok=True)
+    (out / "candidates" / name).write_text(source)
+    return {"candidate": f"candidates/{name}"}
+
+
+def entry(r: dict[str, Any], candidate: dict[str, Any]) -> dict[str, Any]:
+    keys = ("kind", "task", "instances", "inputs", "fixed", "shapes", "share")
+    return {k: r[k] for k in keys} | candidate
+
+
+def test_a_spec_that_gives_no_model_says_what_to_do(tmp_path: Path) -> None:
+    cases = {
+        "missing.py": "give a Python file",
+        f"{MODELS / 'tiny_vit.py'}:nope": "has no function 'nope'",
+        str(MODELS / "tiny_vit.py"): "defines no get_model and get_inputs",
+    }
+    for text, message in cases.items():
+        with pytest.raises(spec.ModelSpecError, match=message):
+            spec.load(str(tmp_path / text) if text == "missing.py" else text)
+    bad = tmp_path / "bad.py"
+    bad.write_text("def make():\n    return 3\n")
+    with pytest.raises(spec.ModelSpecError, match="must return"):
+        spec.load(f"{bad}:make")
+    with pytest.raises(spec.ModelSpecError, match="unknown precision"):
+        spec.load(VIT, precision="fp8")
+
+
+def test_the_vits_blocks_become_tasks_with_one_per_repeated_region(vit: tuple[Path, dict[str, Any]]) -> None:
+    out, manifest = vit
+    kinds = {r["kind"]: r for r in manifest["regions"]}
+    assert {"Attention", "Mlp", "LayerNorm", "Linear"} <= set(kinds)
+    assert kinds["Attention"]["instances"] == ["blocks.0.attn", "blocks.1.attn"]
+    assert len(kinds["LayerNorm"]["instances"]) == 5  # two per block and the final one: one task
+    assert abs(sum(r["share"] for r in manifest["regions"]) - 1) < 0.5  # the regions hold most of the time
+    for r in manifest["regions"]:
+        task = load_task(out / r["task"], check_import=False)  # KernelBench format
+        module = import_file(task.path, f"t_{task.path.stem}")
+        built = module.Model()
+        assert not built.training  # the model ran in inference
+        inputs = module.get_inputs()
+        assert [list(x.shape) for x in inputs] == [r["shapes"][n][0] for n in r["inputs"]]
+        built(*inputs)
+
+
+def test_a_written_task_loaded_with_the_regions_weights_is_the_region(
+    vit: tuple[Path, dict[str, Any]],
+) -> None:
+    out, manifest = vit
+    loaded = spec.load(VIT)
+    r = region(manifest, "Attention")
+    model = import_file(out / r["task"], "t_attention").Model()
+    original = loaded.model.get_submodule("blocks.1.attn")  # another instance: its own weights
+    assert extract.load_region_state(model, original) == []
+    x = torch.randn(*r["shapes"]["x"][0])
+    torch.testing.assert_close(model(x), original(x), rtol=0, atol=0)
+
+
+def test_a_resnet_bottleneck_with_batchnorm_is_written_for_inference(tmp_path: Path) -> None:
+    manifest = job.extract_regions(spec.load(str(MODELS / "tiny_resnet.py")), tmp_path, min_share=0.0)
+    kinds = {r["kind"] for r in manifest["regions"] if r["task"]}
+    assert {"Bottleneck", "Conv2d", "BatchNorm2d", "Linear"} <= kinds
+    # the first block has a downsampling shortcut: another task than the two after it
+    blocks = [r for r in manifest["regions"] if r["kind"] == "Bottleneck"]
+    assert sorted(len(r["instances"]) for r in blocks) == [1, 2]
+    first = next(r for r in blocks if r["instances"] == ["layer1.0"])
+    source = (tmp_path / first["task"]).read_text()
+    assert "self.downsample.add_module('0', nn.Conv2d(16, 32" in source
+    assert "_redraw(self.get_submodule('downsample.1').running_var" in source
+    assert "_redraw(self.bn1.running_var" in source and "positive=True" in source
+    stem_bn = next(r for r in manifest["regions"] if r["kind"] == "BatchNorm2d")
+    assert "class Model(nn.BatchNorm2d):" in (tmp_path / stem_bn["task"]).read_text()
+
+
+def test_gpt2s_attention_is_not_captured_and_says_why_and_its_layers_are_taken(tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
+    manifest = job.extract_regions(spec.load(f"{MODELS / 'tiny_gpt2.py'}:tiny"), tmp_path, min_share=0.0)
+    skipped = {s["kind"]: s for s in manifest["skipped"]}
+    assert "**kwargs" in skipped["GPT2Attention"]["reason"]
+    kinds = {r["kind"]: r for r in manifest["regions"]}
+    assert kinds["GPT2MLP"]["task"] and kinds["Conv1D"]["task"]  # the MLP and the attention's GEMMs
+    assert kinds["Dropout"]["note"] == "no work in inference: no task"
+
+
+def test_the_patch_swaps_verified_regions_in_and_calls_the_original_on_other_calls(
+    vit: tuple[Path, dict[str, Any]],
+) -> None:
+    out, manifest = vit
+    r = region(manifest, "Mlp")
+    regions = [entry(r, write_candidate(out, r["task"], "mlp.py"))]
+    path = patch.write(out, regions, "test patch")
+    loaded = spec.load(VIT)
+    model, inputs = loaded.model, loaded.inputs
+    with torch.no_grad():
+        want = model(*inputs)
+        import kforge
+
+        kforge.apply(model, path)
+        swapped = [m for m in model.modules() if isinstance(m, patch.Swapped)]
+        assert [type(m.new).__name__ for m in swapped] == ["ModelNew", "ModelNew"]
+        assert swapped[0].new.fc1.weight is swapped[0].original.fc1.weight  # the model's own tensors
+        torch.testing.assert_close(model(*inputs), want, rtol=0, atol=0)
+        assert swapped[0].calls == {"new": 1, "original": 0}
+        model(torch.randn(3, 32, 48))  # another batch size: not the call that was verified
+        assert swapped[0].calls == {"new": 1, "original": 1}
+        with pytest.raises(patch.PatchError, match="already patched"):
+            kforge.apply(model, path)
+        kforge.restore(model)
+    assert not any(isinstance(m, patch.Swapped) for m in model.modules())
+
+
+def test_a_replacement_that_does_not_fit_the_model_is_refused(vit: tuple[Path, dict[str, Any]]) -> None:
+    out, manifest = vit
+    r = region(manifest, "Mlp")
+    renamed = write_candidate(out, r["task"], "renamed.py", ("self.fc2", "self.out"))
+    with pytest.raises(patch.PatchError, match="'out.weight' is not in the model's Mlp"):
+        patch.apply(spec.load(VIT).model, {"regions": [entry(r, renamed)], "root": str(out)})
+
+
+def measure(out: Path, regions: list[dict[str, Any]]) -> dict[str, Any]:
+    return job.run(
+        {
+            "mode": "model-measure",
+            "model_spec": VIT,
+            "precision": "fp32",
+            "device": "cpu",
+            "patch": regions,
+            "root": str(out),
+            "compile_modes": [],
+            "trials": 6,
+        }
+    )
+
+
+def test_a_wrong_replacement_is_caught_end_to_end(vit: tuple[Path, dict[str, Any]]) -> None:
+    """A candidate off by 0.1% on each MLP: a region-level check with a loose tolerance might
+    pass it; the model against float64 does not."""
+    out, manifest = vit
+    r = region(manifest, "Mlp")
+    wrong = write_candidate(out, r["task"], "wrong.py", ("return fc2", "return fc2 * 1.001"))
+    figures = measure(out, [entry(r, wrong)])
+    assert not figures["verified_all"]["correct"]
+    assert "error vs float64" in figures["verified_all"]["reason"]
+    assert figures["kept"] == []
+
+
+def test_a_region_whose_win_does_not_survive_in_the_model_is_dropped(
+    vit: tuple[Path, dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out, manifest = vit
+    mlp, attn = region(manifest, "Mlp"), region(manifest, "Attention")
+    regions = [
+        entry(mlp, write_candidate(out, mlp["task"], "m.py")),
+        entry(attn, write_candidate(out, attn["task"], "a.py")),
+    ]
+    seen: list[list[str]] = []
+
+    def fake_times(
+        variants: dict[str, Any], inputs: list[Any], device: Any, trials: int = 30
+    ) -> dict[str, float]:
+        seen.append(list(variants))
+        for fn in variants.values():
+            fn(*inputs)  # each variant still runs
+        return {"eager": 10.0, "r0": 8.0, "r1": 10.5, "patched": 8.0}
+
+    monkeypatch.setattr(e2e, "time_variants", fake_times)
+    figures = measure(out, regions)
+    assert figures["verified_all"]["correct"] and figures["verified"]["correct"]
+    assert figures["kept"] == [0]
+    assert seen == [["eager", "r0", "r1"], ["eager", "patched"]]
+    assert figures["alone"] == {"0": 1.25, "1": 10.0 / 10.5}
+
+
+def test_the_command_refuses_a_bad_spec_in_one_line(tmp_path: Path) -> None:
+    run = subprocess.run(
+        [
+            *KFORGE,
+            "model",
+            str(tmp_path / "none.py"),
+            "--out",
+            str(tmp_path / "o"),
+        ],
+        capture_output=True,
+        text=True,
+        env=os.environ | {"COLUMNS": "200"},
+        timeout=120,
+    )
+    assert run.returncode == 1
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "give a Python file" in lines[0], run.stderr
+
+
+@pytest.mark.slow
+def test_kforge_model_runs_end_to_end_on_the_cpu_and_resumes(tmp_path: Path) -> None:
+    out = tmp_path / "vit"
+    argv = [*KFORGE, "model", VIT, "--out", str(out), "--device", "cpu"]
+    argv += [
+        "--rounds",
+        "1",
+        "--candidates",
+        "1",
+        "--min-share",
+        "0.3",
+        "--compile-modes",
+        "default",
+        "--trials",
+        "6",
+    ]
+    env = os.environ | {"COLUMNS": "200"}
+    first = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert first.stdout.strip() == str(out / "kforge_patch.py")
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["eager_ms"] and summary["compile_ms"]["default"] and summary["device"] == "cpu"
+    lines = [json.loads(x) for x in (out / "batch" / "results.jsonl").read_text().splitlines()]
+    assert lines and all(x["status"] in ("ok", "no_candidate", "unconfirmed") for x in lines)
+    regions = patch.read(out / "kforge_patch.py")[0]  # the patch imports; empty when nothing won
+    assert len(regions) == summary["regions_kept"]
+    assert "<html" in (out / "report.html").read_text()
+    loaded = spec.load(VIT)
+    with torch.no_grad():
+        want = loaded.model(*loaded.inputs)
+        patch.apply(loaded.model, out)
+        torch.testing.assert_close(loaded.model(*loaded.inputs), want, rtol=1e-4, atol=1e-5)
+    again = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "(an earlier run)" in again.stderr and "done earlier" in again.stderr

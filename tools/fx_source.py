@@ -1,0 +1,74 @@
+"""An FX graph written back as Python source: the forward's code and the lines it needs
+before it (imports of wrapped functions, ``inf``). Used where a traced graph becomes a file
+a person reads and the evaluator imports: the policy's FX rewrites and the regions that
+``kforge model`` cuts out of a user's model."""
+
+from __future__ import annotations
+
+import builtins
+import importlib
+import re
+import types
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.fx
+
+STANDARD_GLOBALS = {"torch", "inf", "nan", "NoneType", "device", "fx_pytree", "pytree"}
+GLOBAL_DEFS = {
+    "inf": "inf = float('inf')",
+    "nan": "nan = float('nan')",
+    "NoneType": "NoneType = type(None)",
+    "device": "device = torch.device",
+}
+
+
+class SourceError(ValueError):
+    """The graph's code names something a source file cannot import."""
+
+
+def trace(model: torch.nn.Module, concrete_args: dict[str, Any] | None = None) -> torch.fx.GraphModule:
+    """``symbolic_trace`` with buffers traced as attributes (not baked in as constants), so a
+    forward may slice a buffer by a traced size (minGPT's ``self.bias[:, :, :T, :T]``)."""
+    tracer = torch.fx.Tracer()
+    tracer.proxy_buffer_attributes = True
+    graph = tracer.trace(model, concrete_args)
+    return torch.fx.GraphModule(tracer.root, graph, model.__class__.__name__)
+
+
+def emit(gm: torch.fx.GraphModule, helpers: dict[str, Callable[..., Any]] | None = None) -> tuple[str, str]:
+    """(prelude, ``def forward(self, ...)`` source) of ``gm``; ``helpers`` name functions the
+    prelude of the file defines itself. Raises :class:`SourceError`."""
+    code = gm.graph.python_code(root_module="self")
+    src = code.src
+    prelude = []
+    by_function = {id(fn): name for name, fn in (helpers or {}).items()}
+    for name, obj in code.globals.items():
+        if id(obj) in by_function:
+            src = re.sub(rf"\b{re.escape(name)}\b", by_function[id(obj)], src)
+        elif name in GLOBAL_DEFS:
+            prelude.append(GLOBAL_DEFS[name])
+        elif getattr(builtins, name, None) is obj:
+            continue  # getattr, for x.T: a builtin the emitted code names as it is
+        elif isinstance(obj, types.ModuleType) and name not in STANDARD_GLOBALS:
+            prelude.append(f"import {obj.__name__} as {name}")
+        elif importable(obj):  # a wrapped function, e.g. math.sqrt of a size as math_sqrt
+            prelude.append(f"from {obj.__module__} import {obj.__name__} as {name}")
+        elif name not in STANDARD_GLOBALS:
+            raise SourceError(
+                f"the traced code names {name!r} ({type(obj).__name__}), which no import gives back"
+            )
+    src = src[src.index("def forward(self") :]  # after fx's wrap() lines for wrapped functions
+    return "\n".join(prelude), src.strip("\n") + "\n"
+
+
+def importable(obj: Any) -> bool:
+    """Whether ``from obj.__module__ import obj.__name__`` gives ``obj`` back."""
+    module, name = getattr(obj, "__module__", None), getattr(obj, "__name__", None)
+    if not module or not name or module == "builtins":
+        return False
+    try:
+        return getattr(importlib.import_module(module), name) is obj
+    except ImportError:
+        return False

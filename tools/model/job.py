@@ -1,0 +1,202 @@
+"""The worker jobs of ``kforge model`` (:mod:`..worker` modes ``model-extract`` and
+``model-measure``): the user's model code runs in a contained worker, like a task's.
+
+``model-extract``: load the SPEC, find the regions, trace each into a task (a region that
+cannot be traced is replaced by its children), profile them, write the tasks of those with
+at least ``min_share`` of the time; returns the manifest.
+
+``model-measure``: load the SPEC, apply a patch, verify it end to end, time each region's
+replacement alone in the model (a region whose win does not survive there is dropped), then
+verify and time the kept patch beside eager and torch.compile; returns the figures.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..guards import set_precision_flags
+from . import e2e, extract, patch, regions, spec
+from .regions import Call, Region
+
+NO_WORK = {"Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "Identity", "Flatten"}
+SURVIVES = 1.01  # a region's replacement alone must make the model this much faster than eager
+
+
+def run(job: dict[str, Any]) -> dict[str, Any]:
+    set_precision_flags("fp32" if job["precision"] == "bf16" else job["precision"])
+    try:
+        loaded = spec.load(job["model_spec"], job["precision"], job["device"])
+    except spec.ModelSpecError as err:
+        return {"error": str(err)}
+    if job["mode"] == "model-extract":
+        return extract_regions(loaded, Path(job["out"]), float(job.get("min_share", regions.MIN_SHARE)))
+    return measure(loaded, job)
+
+
+def extract_regions(loaded: spec.Loaded, out: Path, min_share: float) -> dict[str, Any]:
+    model, inputs = loaded.model, loaded.inputs
+    calls = regions.record_calls(model, inputs)
+    sources: dict[str, extract.Extracted] = {}
+    skipped: list[dict[str, str]] = []
+    paths = _traceable(model, calls, list(regions.candidates(model, calls)), sources, skipped)
+    found = regions.group(model, calls, paths)
+    host, device = regions.measure_shares(model, inputs, found)
+    found.sort(key=lambda r: -r.share)
+    tasks = out / "tasks"
+    tasks.mkdir(parents=True, exist_ok=True)
+    for n, region in enumerate(found):
+        if region.kind in NO_WORK:
+            region.note = "no work in inference: no task"
+            continue
+        if region.share < min_share:
+            region.note = f"{region.share:.1%} of the time, under {min_share:.0%}: no task"
+            continue
+        path = tasks / f"r{n:02d}_{_slug(region.kind)}.py"
+        made = sources[region.path]
+        path.write_text(made.source)
+        module = model.get_submodule(region.path) if region.path else model
+        try:
+            extract.check(path, module, calls[region.path], made.inputs)
+        except extract.ExtractError as err:
+            path.unlink()
+            region.note = f"not extracted: {err}"
+            continue
+        region.task = str(path.relative_to(out))
+    return {
+        "model": loaded.name,
+        "device": str(inputs[0].device) if inputs and isinstance(inputs[0], torch.Tensor) else "cpu",
+        "forward_host_ms": host,
+        "forward_device_ms": device,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "regions": [_region_json(r, sources.get(r.path)) for r in found],
+        "skipped": skipped,
+    }
+
+
+def _traceable(
+    model: torch.nn.Module,
+    calls: dict[str, Call],
+    paths: list[str],
+    sources: dict[str, extract.Extracted],
+    skipped: list[dict[str, str]],
+) -> list[str]:
+    """The paths whose module traces into a task; one that does not is replaced by the
+    regions among its children (and said, with the reason, in ``skipped``)."""
+    kept: list[str] = []
+    done: dict[str, extract.Extracted | str] = {}  # by signature: repeated blocks trace once
+    for path in paths:
+        module = model.get_submodule(path) if path else model
+        key = regions.signature(module, calls[path])
+        if key not in done:
+            try:
+                done[key] = extract.extract(module, calls[path], _doc(path, module, calls[path]))
+            except extract.ExtractError as err:
+                done[key] = str(err)
+        made = done[key]
+        if isinstance(made, extract.Extracted):
+            sources[path] = made
+            kept.append(path)
+            continue
+        children = [f"{path}.{name}" if path else name for name, _ in module.named_children()]
+        inner = [p for child in children for p in regions.candidates(model, calls, child)]
+        skipped.append(
+            {
+                "path": path,
+                "kind": type(module).__name__,
+                "reason": made,
+                "instead": f"{len(inner)} inner regions",
+            }
+        )
+        kept += _traceable(model, calls, inner, sources, skipped)
+    return kept
+
+
+def _doc(path: str, module: torch.nn.Module, call: Call) -> str:
+    return (
+        f"Region {path or '(whole model)'} ({type(module).__name__}) of the user's model, written as a "
+        f"KernelBench task by kforge model.\nIts tensor arguments are drawn at the shapes it was called "
+        f"with; its parameters at the real ones' mean and spread."
+    )
+
+
+def _region_json(region: Region, made: extract.Extracted | None) -> dict[str, Any]:
+    return {
+        "path": region.path,
+        "kind": region.kind,
+        "instances": region.instances,
+        "host_ms": region.host_ms,
+        "device_ms": region.device_ms,
+        "share": region.share,
+        "task": region.task,
+        "note": region.note,
+        "inputs": made.inputs if made else [],
+        "fixed": made.fixed if made else {},
+        "shapes": made.shapes if made else {},
+    }
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_")[:40] or "region"
+
+
+def measure(loaded: spec.Loaded, job: dict[str, Any]) -> dict[str, Any]:
+    """Verify the patch end to end, keep the regions whose replacement alone speeds the
+    model up, verify the kept patch, and time it beside eager and torch.compile."""
+    model, inputs = loaded.model, loaded.inputs
+    device = torch.device(job["device"])
+    ref64 = copy.deepcopy(model).double()
+    baseline = copy.deepcopy(model)  # torch.compile's, untouched by the patch
+    try:
+        patch.apply(model, {"regions": job["patch"], "root": job["root"]})
+    except patch.PatchError as bad:
+        return {"error": str(bad)}
+    trials, n = int(job.get("trials", 30)), len(job["patch"])
+
+    def variant(on: set[int] | None) -> e2e.Forward:
+        def forward(*args: Any) -> Any:
+            patch.switch(model, on)
+            return model(*args)
+
+        return forward
+
+    eager = variant(set())
+    out: dict[str, Any] = {"device": str(device), "regions": n}
+    ok, why, err = e2e.verify(
+        ref64, eager, variant(None), inputs, loaded_precision(job), seed=int(job.get("seed", 0))
+    )
+    out["verified_all"] = {"correct": ok, "reason": why, "error": err}
+    alone = e2e.time_variants(
+        {"eager": eager} | {f"r{i}": variant({i}) for i in range(n)}, inputs, device, trials
+    )
+    kept = {i for i in range(n) if ok and alone[f"r{i}"] * SURVIVES < alone["eager"]}
+    out["alone"] = {str(i): alone["eager"] / alone[f"r{i}"] for i in range(n)}
+    out["kept"] = sorted(kept)
+    if kept:
+        ok, why, err = e2e.verify(
+            ref64, eager, variant(kept), inputs, loaded_precision(job), seed=1 + int(job.get("seed", 0))
+        )
+        out["verified"] = {"correct": ok, "reason": why, "error": err}
+        if not ok:
+            kept = set()
+            out["kept"] = []
+    variants = {"eager": eager, "patched": variant(kept)}
+    for mode in job.get("compile_modes", ["default"]):
+        started = time.perf_counter()
+        compiled = torch.compile(baseline, mode=None if mode == "default" else mode)
+        with torch.no_grad():
+            compiled(*inputs)
+        out.setdefault("compile_s", {})[mode] = time.perf_counter() - started
+        variants[f"compile:{mode}"] = compiled
+    out["times_ms"] = e2e.time_variants(variants, inputs, device, trials)
+    patch.switch(model, kept)
+    return out
+
+
+def loaded_precision(job: dict[str, Any]) -> str:
+    return str(job["precision"])

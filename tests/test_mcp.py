@@ -310,3 +310,36 @@ def test_a_run_started_by_a_server_that_is_killed_ends_with_its_evaluations(work
         time.sleep(0.5)
     else:
         assert not Path(f"/proc/{run}").exists(), "the run outlived the server that started it"
+
+
+def test_optimize_model_profiles_a_model_with_progress_and_refuses_paths_outside(workspace: Path) -> None:
+    shutil.copy(FIXTURES / "models" / "tiny_vit.py", workspace / "tiny_vit.py")
+
+    async def body(session: ClientSession) -> None:
+        messages: list[str] = []
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            messages.append(message or "")
+
+        arguments = {"spec": "tiny_vit.py:tiny", "extract_only": True, "min_share": 0.1}
+        result = await session.call_tool("optimize_model", arguments, progress_callback=on_progress)
+        status = result.structured_content
+        assert status["state"] == "finished", status
+        assert any("capturing" in m and "tiny_vit.py:tiny" in m for m in messages), messages
+        assert status["summary"]["regions_found"] >= 3 and status["patch"] is None
+        assert {Path(t).name for t in status["tasks"]} >= {"r00_Attention.py", "r01_Mlp.py"} or len(
+            status["tasks"]
+        ) >= 2
+        again = (await session.call_tool("model_status", {"model_id": status["model_id"]})).structured_content
+        assert again["state"] == "finished"
+        for args, message in [
+            ({"spec": "../secret.py:x"}, "outside the workspace"),
+            ({"spec": "tiny_vit.py:tiny", "min_share": 2.0}, "min_share"),
+            ({"spec": "tiny_vit.py:tiny", "precision": "fp8"}, "unknown precision"),
+        ]:
+            refused = await session.call_tool("optimize_model", args)
+            assert refused.is_error and message in text(refused), text(refused)
+        missing = await session.call_tool("model_status", {"model_id": "../x"})
+        assert missing.is_error and "no model run" in text(missing)
+
+    drive(workspace, body)

@@ -266,3 +266,30 @@ def test_kforge_model_runs_end_to_end_on_the_cpu_and_resumes(tmp_path: Path) -> 
     again = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "(an earlier run)" in again.stderr and "done earlier" in again.stderr
+
+
+def test_chat_model_runs_the_pipeline_and_llm_sets_the_llm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    from kforge.agent.chat.session import ChatError, Session
+    from kforge.agent.chat.slash import dispatch
+    from kforge.agent.model import run as model_run
+    from kforge.agent.settings import RunSettings
+    from rich.console import Console
+
+    calls: list[Any] = []
+    monkeypatch.setattr(
+        model_run, "optimize_model", lambda options, say: calls.append(options) or say("done")
+    )
+    console = Console(file=io.StringIO(), width=200)
+    session = Session(RunSettings(device="cpu", out=tmp_path / "runs"), console)
+    dispatch(session, f"/model {VIT}")
+    (options,) = calls
+    assert options.spec == VIT and options.out == tmp_path / "kforge-models" / "tiny_vit-tiny"
+    assert options.settings.out == options.out / "batch" / "runs"
+    with pytest.raises(ChatError, match="the LLM is /llm NAME"):
+        dispatch(session, "/model")
+    dispatch(session, "/llm replay")
+    assert session.settings.model == "replay"

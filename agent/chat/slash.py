@@ -182,7 +182,25 @@ def hw_cmd(s: Session, arg: str) -> None:
 
 
 def model_cmd(s: Session, arg: str) -> None:
-    """/model [NAME]: show or set the LLM (the next /run and free text use it)."""
+    """/model SPEC: make a whole model faster end to end (FILE.py:factory returning (model, inputs)); a patch and a report."""
+    spec = _one(
+        arg, "/model FILE.py:factory (or FILE.py with get_model and get_inputs); the LLM is /llm NAME"
+    )
+    from ..model.run import ModelOptions, ModelRunError, optimize_model
+
+    name = Path(spec.partition(":")[0]).stem + (
+        "-" + spec.partition(":")[2] if spec.partition(":")[2] else ""
+    )
+    out = Path(s.settings.out).parent / "kforge-models" / name
+    options = ModelOptions(spec=spec, out=out, settings=s.settings.replace(out=out / "batch" / "runs"))
+    try:
+        optimize_model(options, say=s.console.print)
+    except ModelRunError as err:
+        raise ChatError(str(err).splitlines()[0]) from None
+
+
+def llm_cmd(s: Session, arg: str) -> None:
+    """/llm [NAME]: show or set the LLM (the next /run and free text use it)."""
     if arg.strip():
         s.settings = s.settings.replace(model=arg.strip())
     where = s.settings.base_url or ("the default OpenAI endpoint" if s.settings.api_key else "none")
@@ -231,7 +249,7 @@ COMMANDS: dict[str, Command] = {
     "help": help_cmd, "task": task_cmd, "plan": plan_cmd, "run": run_cmd, "stop": stop_cmd,
     "attempts": attempts_cmd, "show": show_cmd, "diff": diff_cmd, "profile": profile_cmd,
     "pick": pick_cmd, "choose": choose_cmd, "eval": eval_cmd, "search": search_cmd,
-    "hw": hw_cmd, "model": model_cmd, "precision": precision_cmd, "save": save_cmd, "report": report_cmd,
+    "hw": hw_cmd, "model": model_cmd, "llm": llm_cmd, "precision": precision_cmd, "save": save_cmd, "report": report_cmd,
     "quit": quit_cmd,
 }  # fmt: skip
 

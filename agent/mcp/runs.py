@@ -37,6 +37,8 @@ OnEvent = Callable[[int, dict[str, Any]], Awaitable[None]]
 
 def describe(event: dict[str, Any]) -> str:
     """One plain line for an ``events.jsonl`` record, as the terminal shows it."""
+    if event.get("kind") == "model_progress":
+        return str(event.get("text", ""))
     fields = {k: v for k, v in event.items() if k != "kind"}
     typed = EVENT_TYPES[event["kind"]](**fields) if event.get("kind") in EVENT_TYPES else None
     return Text.from_markup(RichRenderer().render(typed)).plain if typed else str(event.get("kind"))
@@ -61,6 +63,7 @@ class Runs:
         self.ws = workspace
         self.runs_dir = workspace.out / "runs"
         self.batches_dir = workspace.out / "batches"
+        self.models_dir = workspace.out / "models"
         self.logs_dir = workspace.out / "logs"
         self.children: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}  # id -> (process, log)
 
@@ -214,4 +217,39 @@ class Runs:
         }
         if not running and self.log_tail(batch_id):
             status["log_tail"] = self.log_tail(batch_id)
+        return status
+
+    def start_model(self, spec: str, flags: list[str]) -> str:
+        """Start ``kforge model SPEC`` (its file checked by the workspace) in a new folder."""
+        model_id = f"model-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        folder = self.models_dir / model_id
+        output_folder(folder)
+        args = ["model", spec, "--out", str(folder), "--device", self.ws.device, *flags]
+        self.children[model_id] = self._spawn(args)
+        return model_id
+
+    def model_folder(self, model_id: str) -> Path:
+        folder = self.models_dir / model_id
+        if Path(model_id).name != model_id or not folder.is_dir():
+            raise ToolError(f"no model run {model_id!r}: use an id that optimize_model gave")
+        return folder
+
+    def model_status(self, model_id: str) -> dict[str, Any]:
+        folder = self.model_folder(model_id)
+        running = self.alive(model_id)
+        summary = folder / "summary.json"
+        done = summary.is_file()
+        events = read_events(folder)
+        status: dict[str, Any] = {
+            "model_id": model_id,
+            "state": "running" if running else ("finished" if done else "stopped"),
+            "progress": [describe(e) for e in events[-8:]],
+            "summary": json.loads(summary.read_text()) if done and not running else None,
+            "patch": str(folder / "kforge_patch.py") if (folder / "kforge_patch.py").is_file() else None,
+            "tasks": sorted(str(p) for p in (folder / "tasks").glob("*.py")),
+            "report": str(folder / "report.html") if done and not running else None,
+            "folder": str(folder),
+        }
+        if not running and self.log_tail(model_id):
+            status["log_tail"] = self.log_tail(model_id)
         return status

@@ -45,6 +45,7 @@ def register(server: MCPServer, ws: Workspace, runs: Runs) -> None:
     _register_runs(server, ws, runs)
     _register_run_views(server, ws, runs)
     _register_search_and_batch(server, ws, runs)
+    _register_model(server, ws, runs)
 
 
 def _register_evaluation(server: MCPServer, ws: Workspace, runs: Runs) -> None:
@@ -208,6 +209,67 @@ def _register_search_and_batch(server: MCPServer, ws: Workspace, runs: Runs) -> 
     def batch_status(batch_id: str) -> dict[str, Any]:
         """A batch's state, its per-task results so far, and its summary once it has finished."""
         return runs.batch_status(batch_id)
+
+
+def _register_model(server: MCPServer, ws: Workspace, runs: Runs) -> None:
+    """optimize_model and model_status: the user's own model, end to end."""
+
+    @server.tool()
+    async def optimize_model(
+        ctx: Context,
+        spec: str,
+        precision: str = "fp32",
+        rounds: int | None = 6,
+        min_share: float = 0.02,
+        extract_only: bool = False,
+        wait: bool = True,
+    ) -> dict[str, Any]:
+        """Make a whole PyTorch model faster, end to end. spec: FILE.py:factory in the workspace,
+        where factory() returns (model, example_inputs), or FILE.py defining get_model() and
+        get_inputs(). kforge profiles the model, writes its hot regions (attention, MLP, norms,
+        conv blocks) as tasks, optimizes them, and measures the patched model against eager and
+        torch.compile; the patch (kforge_patch.py, applied with kforge.apply(model, path)) keeps
+        only regions whose win survives in the model. extract_only: profile the model and write
+        the region tasks (optimize or evaluate them yourself), nothing more. With wait (the default) the call sends a
+        progress notification per step and returns the status when it ends; with wait=false it
+        returns the id at once: poll model_status."""
+        file, colon, factory = spec.partition(":")
+        path = ws.existing_file(file, what="model file")
+        if path.suffix != ".py":
+            raise ToolError(f"{spec}: give FILE.py:factory or FILE.py")
+        if not 0 <= min_share < 1:
+            raise ToolError("min_share must be in [0, 1)")
+        flags = _positive("rounds", rounds) + [
+            "--precision",
+            _check_precision(precision),
+            "--min-share",
+            str(min_share),
+        ]
+        flags += ["--extract-only"] if extract_only else []
+        model_id = runs.start_model(f"{path}{colon}{factory}", flags)
+        if not wait:
+            return runs.model_status(model_id)
+        seen = 0
+        try:
+            while True:
+                running = runs.alive(model_id)
+                for event in read_events(runs.model_folder(model_id), seen):
+                    seen += 1
+                    await ctx.report_progress(seen, None, f"{model_id}: {describe(event)}")
+                if not running:
+                    break
+                await anyio.sleep(0.25)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(runs.stop, model_id)
+            raise
+        return runs.model_status(model_id)
+
+    @server.tool()
+    def model_status(model_id: str) -> dict[str, Any]:
+        """A model run's state, its last progress lines, and once finished its summary (end-to-end
+        times of eager, torch.compile and the patch), the patch file and the HTML report."""
+        return runs.model_status(model_id)
 
 
 def _search(query: str, kind: str | None, gpu: str | None, k: int) -> list[dict[str, Any]]:

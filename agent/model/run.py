@@ -61,6 +61,7 @@ def optimize_model(options: ModelOptions, say: Say = print) -> dict[str, Any]:
     options = dataclasses.replace(options, spec=f"{file}:{factory}" if factory else str(file))
     out = options.out
     output_folder(out)
+    say = _recorded(say, out / "events.jsonl")
     manifest = extract(options, file, say)
     say(summary.profile_table(manifest))
     for line in summary.skipped_lines(manifest):
@@ -74,7 +75,23 @@ def optimize_model(options: ModelOptions, say: Say = print) -> dict[str, Any]:
     patch_file.write(out, kept, summary.patch_header(manifest, regions, kept, e2e))
     result = summary.write(out, manifest, regions, e2e)
     say(summary.e2e_table(result))
+    say(
+        f"done: {out / patch_file.PATCH_FILE} ({result['regions_kept']} regions), report {out / 'report.html'}"
+    )
     return result
+
+
+def _recorded(say: Say, events: Path) -> Say:
+    """``say``, and each line of text also appended to ``events`` (what MCP's model_status
+    and a following client read)."""
+
+    def both(message: Any) -> None:
+        say(message)
+        if isinstance(message, str):
+            with events.open("a") as fh:
+                fh.write(json.dumps({"kind": "model_progress", "text": message}) + "\n")
+
+    return both
 
 
 def extract(options: ModelOptions, file: Path, say: Say) -> dict[str, Any]:

@@ -327,9 +327,7 @@ def test_optimize_model_profiles_a_model_with_progress_and_refuses_paths_outside
         assert status["state"] == "finished", status
         assert any("capturing" in m and "tiny_vit.py:tiny" in m for m in messages), messages
         assert status["summary"]["regions_found"] >= 3 and status["patch"] is None
-        assert {Path(t).name for t in status["tasks"]} >= {"r00_Attention.py", "r01_Mlp.py"} or len(
-            status["tasks"]
-        ) >= 2
+        assert {Path(t).name.split("_", 1)[1] for t in status["tasks"]} >= {"Attention.py", "Mlp.py"}
         again = (await session.call_tool("model_status", {"model_id": status["model_id"]})).structured_content
         assert again["state"] == "finished"
         for args, message in [

@@ -17,6 +17,7 @@ from kforge.tools.model import e2e, extract, job, patch, spec
 from kforge.tools.task import import_file, load_task
 
 MODELS = Path(__file__).parent / "fixtures" / "models"
+EXAMPLES = Path(__file__).parents[1] / "examples" / "models"
 VIT = f"{MODELS / 'tiny_vit.py'}:tiny"
 KFORGE = [sys.executable, "-c", "from kforge.agent.cli import main; main()"]
 
@@ -67,6 +68,32 @@ def test_a_spec_that_gives_no_model_says_what_to_do(tmp_path: Path) -> None:
         spec.load(VIT, precision="fp8")
 
 
+def test_a_model_whose_forward_raises_or_cannot_be_captured_says_why_in_one_line(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.py"
+    broken.write_text(
+        "import torch\n"
+        "class Net(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc = torch.nn.Linear(4, 4)\n"
+        "    def forward(self, x):\n"
+        "        return self.fc(x)\n"
+        "class Branchy(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return x * 2 if x.sum() > 0 else x\n"
+        "def wrong_shape():\n"
+        "    return Net(), [torch.randn(2, 5)]\n"
+        "def branchy():\n"
+        "    return Branchy(), [torch.randn(3)]\n"
+    )
+    raised = job.extract_regions(spec.load(f"{broken}:wrong_shape"), tmp_path / "a", 0.0)
+    assert raised["error"].startswith("the model's forward raised RuntimeError: mat1 and mat2 shapes")
+    none = job.extract_regions(spec.load(f"{broken}:branchy"), tmp_path / "b", 0.0)
+    assert none["error"].startswith(
+        "no region of the model could be captured ((whole model): FX cannot trace it"
+    )
+
+
 def test_the_vits_blocks_become_tasks_with_one_per_repeated_region(vit: tuple[Path, dict[str, Any]]) -> None:
     out, manifest = vit
     kinds = {r["kind"]: r for r in manifest["regions"]}
@@ -113,9 +140,18 @@ def test_a_resnet_bottleneck_with_batchnorm_is_written_for_inference(tmp_path: P
     assert "class Model(nn.BatchNorm2d):" in (tmp_path / stem_bn["task"]).read_text()
 
 
+def test_llamas_attention_is_not_captured_and_its_mlp_and_norms_are(tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
+    manifest = job.extract_regions(spec.load(f"{EXAMPLES / 'llama.py'}:tiny"), tmp_path, min_share=0.0)
+    skipped = {s["kind"]: s for s in manifest["skipped"]}
+    assert "'position_embeddings' holds tensors inside a tuple" in skipped["LlamaAttention"]["reason"]
+    kinds = {r["kind"]: r for r in manifest["regions"]}
+    assert kinds["LlamaMLP"]["task"] and kinds["LlamaRMSNorm"]["task"] and kinds["Linear"]["task"]
+
+
 def test_gpt2s_attention_is_not_captured_and_says_why_and_its_layers_are_taken(tmp_path: Path) -> None:
     pytest.importorskip("transformers")
-    manifest = job.extract_regions(spec.load(f"{MODELS / 'tiny_gpt2.py'}:tiny"), tmp_path, min_share=0.0)
+    manifest = job.extract_regions(spec.load(f"{EXAMPLES / 'gpt2.py'}:tiny"), tmp_path, min_share=0.0)
     skipped = {s["kind"]: s for s in manifest["skipped"]}
     assert "**kwargs" in skipped["GPT2Attention"]["reason"]
     kinds = {r["kind"]: r for r in manifest["regions"]}

@@ -134,7 +134,7 @@ def _traced(module: torch.nn.Module, names: list[str], fixed: dict[str, Any]) ->
     try:
         gm = trace(module, concrete_args=fixed or None)
     except Exception as err:  # FX raises many kinds: control flow on a tensor, unsupported calls
-        raise ExtractError(f"FX cannot trace it: {type(err).__name__}: {_first_line(err)}") from None
+        raise ExtractError(f"FX cannot trace it: {type(err).__name__}: {first_line(err)}") from None
     _drop_fixed(gm, names)
     try:
         prelude, forward = emit(gm)
@@ -200,7 +200,7 @@ def check(path: Path, module: torch.nn.Module, call: Call, inputs: list[str]) ->
         built = task.Model()
     except Exception as err:  # the written source: a name or a rebuilt layer that does not work
         raise ExtractError(
-            f"the written task does not load: {type(err).__name__}: {_first_line(err)}"
+            f"the written task does not load: {type(err).__name__}: {first_line(err)}"
         ) from None
     missing = load_region_state(built, module)
     if missing:
@@ -314,7 +314,7 @@ def layer_expr(layer: torch.nn.Module, where: str) -> str:
         built = eval(expr, {"nn": torch.nn, "torch": torch, "inf": math.inf})  # noqa: S307 (our own repr)
     except Exception as err:
         raise ExtractError(
-            f"{where}: {cls.__name__} cannot be rebuilt from {expr!r}: {_first_line(err)}"
+            f"{where}: {cls.__name__} cannot be rebuilt from {expr!r}: {first_line(err)}"
         ) from None
     same = repr(built) == repr(layer) and {k: v.shape for k, v in built.state_dict().items()} == {
         k: v.shape for k, v in layer.state_dict().items()
@@ -377,5 +377,5 @@ def _indent(src: str) -> str:
     return "\n".join(("    " + line) if line.strip() else "" for line in src.strip("\n").split("\n"))
 
 
-def _first_line(err: BaseException) -> str:
+def first_line(err: BaseException) -> str:
     return (str(err).strip().splitlines() or [""])[0][:200]

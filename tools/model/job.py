@@ -41,11 +41,17 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
 
 def extract_regions(loaded: spec.Loaded, out: Path, min_share: float) -> dict[str, Any]:
     model, inputs = loaded.model, loaded.inputs
-    calls = regions.record_calls(model, inputs)
+    try:
+        calls = regions.record_calls(model, inputs)
+    except Exception as err:  # the user's forward on their own inputs: said in one line
+        return {"error": f"the model's forward raised {type(err).__name__}: {extract.first_line(err)}"}
     sources: dict[str, extract.Extracted] = {}
     skipped: list[dict[str, str]] = []
     paths = _traceable(model, calls, list(regions.candidates(model, calls)), sources, skipped)
     found = regions.group(model, calls, paths)
+    if not found:
+        reasons = "; ".join(f"{s['path'] or '(whole model)'}: {s['reason']}" for s in skipped[:3])
+        return {"error": f"no region of the model could be captured ({reasons or 'it has no submodule'})"}
     host, device = regions.measure_shares(model, inputs, found)
     found.sort(key=lambda r: -r.share)
     tasks = out / "tasks"

@@ -74,6 +74,8 @@ def optimize_model(options: ModelOptions, say: Say = print) -> dict[str, Any]:
     kept = [regions[i] for i in (e2e or {}).get("kept", [])]
     patch_file.write(out, kept, summary.patch_header(manifest, regions, kept, e2e))
     result = summary.write(out, manifest, regions, e2e)
+    if regions:
+        say(summary.gains_table(regions, result))
     say(summary.e2e_table(result))
     say(
         f"done: {out / patch_file.PATCH_FILE} ({result['regions_kept']} regions), report {out / 'report.html'}"

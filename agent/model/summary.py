@@ -105,6 +105,30 @@ def e2e_table(result: dict[str, Any]) -> Table:
     return table
 
 
+def gains_table(regions: list[dict[str, Any]], result: dict[str, Any]) -> Table:
+    """Each region that beat eager on its own: its gain as a task, and alone in the model."""
+    table = Table(title="regions that won as tasks: their gain there, and alone in the model")
+    for column in (
+        "region",
+        "kind",
+        "share",
+        "strategy",
+        "task vs eager",
+        "task vs compile",
+        "in the model",
+        "kept",
+    ):
+        table.add_column(column)
+    for i, r in enumerate(regions):
+        alone = result.get("alone", {}).get(str(i))
+        table.add_row(
+            r["instances"][0], r["kind"], f"{r['share']:.1%}", str(r.get("strategy") or "-"),
+            ratio(r.get("speedup_vs_eager")), ratio(r.get("speedup_vs_compile")), ratio(alone),
+            "yes" if i in result.get("kept", []) else "no",
+        )  # fmt: skip
+    return table
+
+
 def patch_header(
     manifest: dict[str, Any],
     regions: list[dict[str, Any]],
@@ -193,6 +217,8 @@ def report(out: Path, result: dict[str, Any], manifest: dict[str, Any], regions:
     if chart:
         body.append(f'<img alt="time by region" src="{chart}">')
     body.append(f"<pre>{html.escape(_plain(profile_table(manifest)))}</pre>")
+    if regions:
+        body.append(f"<pre>{html.escape(_plain(gains_table(regions, result)))}</pre>")
     patch = out / PATCH_FILE
     if patch.is_file():
         body += ["<h2>The patch</h2>", f"<pre>{html.escape(patch.read_text())}</pre>"]

@@ -157,7 +157,7 @@ def measure(loaded: spec.Loaded, job: dict[str, Any]) -> dict[str, Any]:
     model, inputs = loaded.model, loaded.inputs
     device = torch.device(job["device"])
     ref64 = copy.deepcopy(model).double()
-    baseline = copy.deepcopy(model)  # torch.compile's, untouched by the patch
+    baseline = copy.deepcopy(model)  # eager's and torch.compile's, untouched by the patch
     try:
         patch.apply(model, {"regions": job["patch"], "root": job["root"]})
     except patch.PatchError as bad:
@@ -171,7 +171,9 @@ def measure(loaded: spec.Loaded, job: dict[str, Any]) -> dict[str, Any]:
 
         return forward
 
-    eager = variant(set())
+    def eager(*args: Any) -> Any:  # the model as the user has it: no wrapper on any region
+        return baseline(*args)
+
     out: dict[str, Any] = {"device": str(device), "regions": n}
     ok, why, err = e2e.verify(
         ref64, eager, variant(None), inputs, loaded_precision(job), seed=int(job.get("seed", 0))
@@ -191,6 +193,7 @@ def measure(loaded: spec.Loaded, job: dict[str, Any]) -> dict[str, Any]:
         if not ok:
             kept = set()
             out["kept"] = []
+    _unwrap(model, set(range(n)) - kept)  # the patch as written: wrappers on the kept regions only
     variants = {"eager": eager, "patched": variant(kept)}
     for mode in job.get("compile_modes", ["default"]):
         started = time.perf_counter()
@@ -202,6 +205,14 @@ def measure(loaded: spec.Loaded, job: dict[str, Any]) -> dict[str, Any]:
     out["times_ms"] = e2e.time_variants(variants, inputs, device, trials)
     patch.switch(model, kept)
     return out
+
+
+def _unwrap(model: torch.nn.Module, regions: set[int]) -> None:
+    """Put the original modules back where the patch's regions numbered in ``regions`` were."""
+    for path, module in list(model.named_modules()):
+        if isinstance(module, patch.Swapped) and module.region_index in regions:
+            parent, _, name = path.rpartition(".")
+            setattr(model.get_submodule(parent) if parent else model, name, module.original)
 
 
 def loaded_precision(job: dict[str, Any]) -> str:

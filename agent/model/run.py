@@ -70,8 +70,8 @@ def optimize_model(options: ModelOptions, say: Say = print) -> dict[str, Any]:
         return summary.write(out, manifest, [], None)
     lines = optimize_tasks(options, manifest, say)
     regions = assemble(out, manifest, lines)
-    e2e = measure(options, file, regions, say) if regions else None
-    kept = [regions[i] for i in (e2e or {}).get("kept", [])]
+    e2e = measure(options, file, regions, say)  # with no region won: the baselines, and an empty patch
+    kept = [regions[i] for i in e2e.get("kept", [])]
     patch_file.write(out, kept, summary.patch_header(manifest, regions, kept, e2e))
     result = summary.write(out, manifest, regions, e2e)
     if regions:

@@ -179,8 +179,12 @@ def measure(loaded: spec.Loaded, job: dict[str, Any]) -> dict[str, Any]:
         ref64, eager, variant(None), inputs, loaded_precision(job), seed=int(job.get("seed", 0))
     )
     out["verified_all"] = {"correct": ok, "reason": why, "error": err}
-    alone = e2e.time_variants(
-        {"eager": eager} | {f"r{i}": variant({i}) for i in range(n)}, inputs, device, trials
+    alone = (
+        e2e.time_variants(
+            {"eager": eager} | {f"r{i}": variant({i}) for i in range(n)}, inputs, device, trials
+        )
+        if n
+        else {"eager": 1.0}
     )
     kept = {i for i in range(n) if ok and alone[f"r{i}"] * SURVIVES < alone["eager"]}
     out["alone"] = {str(i): alone["eager"] / alone[f"r{i}"] for i in range(n)}

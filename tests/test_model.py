@@ -47,7 +47,7 @@ def write_candidate(out: Path, task: str, name: str, edit: tuple[str, str] = (""
 
 
 def entry(r: dict[str, Any], candidate: dict[str, Any]) -> dict[str, Any]:
-    keys = ("kind", "task", "instances", "inputs", "fixed", "shapes", "share")
+    keys = ("kind", "task", "instances", "inputs", "fixed", "shapes", "groups", "share")
     return {k: r[k] for k in keys} | candidate
 
 
@@ -140,23 +140,49 @@ def test_a_resnet_bottleneck_with_batchnorm_is_written_for_inference(tmp_path: P
     assert "class Model(nn.BatchNorm2d):" in (tmp_path / stem_bn["task"]).read_text()
 
 
-def test_llamas_attention_is_not_captured_and_its_mlp_and_norms_are(tmp_path: Path) -> None:
+def test_llamas_attention_takes_a_tuple_of_tensors_and_is_patched_with_it(tmp_path: Path) -> None:
+    """LlamaAttention gets position_embeddings=(cos, sin): the task takes the two tensors, and
+    the patch unpacks the tuple the decoder layer passes."""
     pytest.importorskip("transformers")
-    manifest = job.extract_regions(spec.load(f"{EXAMPLES / 'llama.py'}:tiny"), tmp_path, min_share=0.0)
-    skipped = {s["kind"]: s for s in manifest["skipped"]}
-    assert "'position_embeddings' holds tensors inside a tuple" in skipped["LlamaAttention"]["reason"]
+    llama = f"{EXAMPLES / 'llama.py'}:tiny"
+    manifest = job.extract_regions(spec.load(llama), tmp_path, min_share=0.0)
     kinds = {r["kind"]: r for r in manifest["regions"]}
-    assert kinds["LlamaMLP"]["task"] and kinds["LlamaRMSNorm"]["task"] and kinds["Linear"]["task"]
+    assert kinds["LlamaMLP"]["task"] and kinds["LlamaRMSNorm"]["task"]
+    attention = kinds["LlamaAttention"]
+    assert attention["groups"] == {"position_embeddings": ["position_embeddings_0", "position_embeddings_1"]}
+    assert attention["inputs"][:3] == ["hidden_states", "position_embeddings_0", "position_embeddings_1"]
+    loaded = spec.load(llama)
+    regions = [entry(attention, write_candidate(tmp_path, attention["task"], "attn.py"))]
+    with torch.no_grad():
+        want = loaded.model(*loaded.inputs).last_hidden_state
+        patch.apply(loaded.model, {"regions": regions, "root": str(tmp_path)})
+        got = loaded.model(*loaded.inputs).last_hidden_state
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    assert [m.calls["new"] for m in loaded.model.modules() if isinstance(m, patch.Swapped)] == [1, 1]
 
 
-def test_gpt2s_attention_is_not_captured_and_says_why_and_its_layers_are_taken(tmp_path: Path) -> None:
+def test_gpt2s_attention_is_captured_by_torch_export_and_patched_with_its_keyword_call(
+    tmp_path: Path,
+) -> None:
+    """FX cannot trace GPT2Attention (it takes **kwargs); torch.export can. Its replacement is
+    called with the keyword arguments the block gives it."""
     pytest.importorskip("transformers")
-    manifest = job.extract_regions(spec.load(f"{EXAMPLES / 'gpt2.py'}:tiny"), tmp_path, min_share=0.0)
-    skipped = {s["kind"]: s for s in manifest["skipped"]}
-    assert "**kwargs" in skipped["GPT2Attention"]["reason"]
+    gpt2 = f"{EXAMPLES / 'gpt2.py'}:tiny"
+    manifest = job.extract_regions(spec.load(gpt2), tmp_path, min_share=0.0)
     kinds = {r["kind"]: r for r in manifest["regions"]}
-    assert kinds["GPT2MLP"]["task"] and kinds["Conv1D"]["task"]  # the MLP and the attention's GEMMs
+    attention = kinds["GPT2Attention"]
+    assert attention["instances"] == ["h.0.attn", "h.1.attn"] and attention["fixed"]["use_cache"] == "False"
+    assert "torch.ops.aten.scaled_dot_product_attention" in (tmp_path / attention["task"]).read_text()
     assert kinds["Dropout"]["note"] == "no work in inference: no task"
+    loaded = spec.load(gpt2)
+    regions = [entry(attention, write_candidate(tmp_path, attention["task"], "attn.py"))]
+    with torch.no_grad():
+        want = loaded.model(*loaded.inputs).last_hidden_state
+        patch.apply(loaded.model, {"regions": regions, "root": str(tmp_path)})
+        got = loaded.model(*loaded.inputs).last_hidden_state
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    swapped = [m for m in loaded.model.modules() if isinstance(m, patch.Swapped)]
+    assert [m.calls["new"] for m in swapped] == [1, 1]
 
 
 def test_the_patch_swaps_verified_regions_in_and_calls_the_original_on_other_calls(

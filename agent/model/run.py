@@ -175,6 +175,7 @@ def assemble(out: Path, manifest: dict[str, Any], lines: dict[str, dict[str, Any
                 "inputs": region["inputs"],
                 "fixed": region["fixed"],
                 "shapes": region["shapes"],
+                "groups": region.get("groups", {}),
                 "share": region["share"],
                 "strategy": line.get("best_strategy"),
                 "speedup_vs_eager": line.get("speedup_vs_eager"),

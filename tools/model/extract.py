@@ -23,9 +23,10 @@ from typing import Any
 import torch
 import torch.fx
 
-from ..fx_source import SourceError, emit, trace
+from ..fx_source import SourceError, emit
 from ..task import import_file
 from ..trees import flatten
+from .capture import CaptureError, export_graph, first_line, fx_graph
 from .regions import Call
 
 MAX_LITERAL = 4096  # a buffer up to this many elements is written out with its values
@@ -62,39 +63,58 @@ class Extracted:
     inputs: list[str]  # the forward's tensor arguments, in get_inputs() order
     fixed: dict[str, str]  # the other arguments, fixed: name -> repr
     shapes: dict[str, list[Any]]  # each tensor argument's [shape, dtype]
+    groups: dict[str, list[str]]  # an argument that is a tuple of tensors -> its tensors' names
 
 
-def bind(module: torch.nn.Module, call: Call) -> tuple[list[str], dict[str, Any], dict[str, Any]]:
-    """(tensor argument names in order, their values, the other arguments) of ``call``."""
+def bind(
+    module: torch.nn.Module, call: Call, groups: dict[str, list[str]] | None = None
+) -> tuple[list[str], dict[str, Any], dict[str, Any]]:
+    """(tensor argument names in order, their values, the other arguments) of ``call``; what
+    came through ``**kwargs`` is named as given, a tuple of tensors ``a`` as ``a_0``, ``a_1``,
+    ... (recorded in ``groups``)."""
+    signature = inspect.signature(module.forward)
     try:
-        bound = inspect.signature(module.forward).bind(*call.args, **call.kwargs)
+        bound = signature.bind(*call.args, **call.kwargs)
     except TypeError as err:
         raise ExtractError(f"its call does not fit its forward's signature: {err}") from None
     names, tensors, fixed = [], {}, {}
     for name, value in bound.arguments.items():
-        kind = inspect.signature(module.forward).parameters[name].kind
-        if kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+        kind = signature.parameters[name].kind
+        if kind is inspect.Parameter.VAR_POSITIONAL:
             if value:
-                stars = "*" if kind is inspect.Parameter.VAR_POSITIONAL else "**"
-                given = ", ".join(map(str, value)) if isinstance(value, dict) else f"{len(value)} values"
-                raise ExtractError(f"its forward takes {stars}{name} and was given {given}")
+                raise ExtractError(f"its forward takes *{name} and was given {len(value)} values")
             continue
-        if isinstance(value, torch.Tensor):
-            names.append(name)
-            tensors[name] = value
-        elif any(isinstance(x, torch.Tensor) for x in flatten(value)):
-            raise ExtractError(f"argument {name!r} holds tensors inside a {type(value).__name__}")
-        else:
-            fixed[name] = value
+        for key, item in value.items() if kind is inspect.Parameter.VAR_KEYWORD else [(name, value)]:
+            if isinstance(item, torch.Tensor):
+                names.append(key)
+                tensors[key] = item
+            elif isinstance(item, tuple | list) and item and all(isinstance(x, torch.Tensor) for x in item):
+                parts = [f"{key}_{i}" for i in range(len(item))]
+                names += parts
+                tensors |= dict(zip(parts, item, strict=True))
+                if groups is None:
+                    raise ExtractError(f"argument {key!r} is a tuple of tensors")
+                groups[key] = parts
+            elif any(isinstance(x, torch.Tensor) for x in flatten(item)):
+                raise ExtractError(f"argument {key!r} holds tensors inside a {type(item).__name__}")
+            else:
+                fixed[key] = _literal_value(item, key)
     return names, tensors, fixed
+
+
+def _literal_value(value: Any, name: str) -> Any:
+    """``value`` when its repr gives it back (a patch compares calls by it), else ExtractError."""
+    _literal(value, name)
+    return value
 
 
 def extract(module: torch.nn.Module, call: Call, doc: str) -> Extracted:
     """The task source of ``module`` called as in ``call``. Raises ExtractError."""
-    names, tensors, fixed = bind(module, call)
+    groups: dict[str, list[str]] = {}
+    names, tensors, fixed = bind(module, call, groups)
     if not names:
         raise ExtractError("it takes no tensor argument")
-    if is_layer(module) and next(module.children(), None) is None:
+    if is_layer(module) and next(module.children(), None) is None and not groups:
         prelude, base, init, forward = (
             "",
             _layer_base(module),
@@ -102,7 +122,7 @@ def extract(module: torch.nn.Module, call: Call, doc: str) -> Extracted:
             _layer_forward(names, fixed),
         )
     else:
-        prelude, forward, init = _traced(module, names, fixed)
+        prelude, forward, init = _traced(module, names, tensors, fixed, groups)
         base = "nn.Module"
     body = "\n".join(
         [
@@ -126,16 +146,28 @@ def extract(module: torch.nn.Module, call: Call, doc: str) -> Extracted:
         ]
     )
     shapes = {n: [list(tensors[n].shape), str(tensors[n].dtype)] for n in names}
-    return Extracted(source=body, inputs=names, fixed={k: repr(v) for k, v in fixed.items()}, shapes=shapes)
+    return Extracted(
+        source=body, inputs=names, fixed={k: repr(v) for k, v in fixed.items()}, shapes=shapes, groups=groups
+    )
 
 
-def _traced(module: torch.nn.Module, names: list[str], fixed: dict[str, Any]) -> tuple[str, str, list[str]]:
-    """(prelude, forward, __init__ lines) of a module traced by FX."""
+def _traced(
+    module: torch.nn.Module,
+    names: list[str],
+    tensors: dict[str, Any],
+    fixed: dict[str, Any],
+    groups: dict[str, list[str]],
+) -> tuple[str, str, list[str]]:
+    """(prelude, forward, __init__ lines) of the region's graph: FX's, else torch.export's."""
     try:
-        gm = trace(module, concrete_args=fixed or None)
-    except Exception as err:  # FX raises many kinds: control flow on a tensor, unsupported calls
-        raise ExtractError(f"FX cannot trace it: {type(err).__name__}: {first_line(err)}") from None
-    _drop_fixed(gm, names)
+        if groups:
+            raise CaptureError(f"FX cannot trace it: argument {next(iter(groups))!r} is a tuple of tensors")
+        gm = fx_graph(module, names, fixed)
+    except CaptureError as fx_err:
+        try:
+            gm = export_graph(module, names, tensors, fixed, groups)
+        except CaptureError as export_err:
+            raise ExtractError(f"{fx_err}; {export_err}") from None
     try:
         prelude, forward = emit(gm)
     except SourceError as err:
@@ -206,7 +238,7 @@ def check(path: Path, module: torch.nn.Module, call: Call, inputs: list[str]) ->
     if missing:
         raise ExtractError(f"the rebuilt task lacks {missing[0]!r} of the region's state")
     built = built.to(next(iter(_tensors(module)), torch.empty(0)).device).eval()
-    _, tensors, _ = bind(module, call)
+    _, tensors, _ = bind(module, call, {})
     with torch.no_grad():
         want = flatten(module(*call.args, **call.kwargs))
         got = flatten(built(*[tensors[n] for n in inputs]))
@@ -235,20 +267,6 @@ def _tensors(module: torch.nn.Module) -> list[torch.Tensor]:
     return [*module.parameters(), *module.buffers()]
 
 
-def _drop_fixed(gm: torch.fx.GraphModule, names: list[str]) -> None:
-    """Placeholders of fixed arguments (and FX's checks of them) leave the graph: the task's
-    forward takes the tensors only."""
-    for node in list(gm.graph.nodes):
-        if node.op == "placeholder" and node.target not in names:
-            for user in list(node.users):
-                if not user.users:
-                    gm.graph.erase_node(user)
-            if node.users:
-                raise ExtractError(f"the fixed argument {node.target!r} is still read by the traced graph")
-            gm.graph.erase_node(node)
-    gm.recompile()
-
-
 def _init_lines(gm: torch.fx.GraphModule, region: torch.nn.Module) -> list[str]:
     """``__init__`` lines that rebuild what the forward reads: layers, parameters, buffers."""
     lines: list[str] = []
@@ -264,7 +282,7 @@ def _init_lines(gm: torch.fx.GraphModule, region: torch.nn.Module) -> list[str]:
             if prefix not in containers:
                 lines.append(_set(prefix, "nn.Module()", "add_module"))
                 containers.add(prefix)
-        obj = region.get_submodule(target) if op == "call_module" else _attr(region, target)
+        obj = region.get_submodule(target) if op == "call_module" else _attr(region, target, gm)
         if isinstance(obj, torch.nn.Module):
             lines.append(_set(target, layer_expr(obj, target), "add_module"))
             lines += _redraw_lines(obj, target)
@@ -366,16 +384,15 @@ def _input_expr(x: torch.Tensor) -> str:
     return f"torch.randint({low}, {high}, {shape}, dtype={x.dtype})"
 
 
-def _attr(root: torch.nn.Module, target: str) -> Any:
+def _attr(root: torch.nn.Module, target: str, graph: torch.nn.Module | None = None) -> Any:
+    """``root``'s attribute at ``target``; else ``graph``'s (a constant the capture lifted)."""
     obj: Any = root
     for part in target.split("."):
+        if not hasattr(obj, part) and graph is not None:
+            return _attr(graph, target)
         obj = getattr(obj, part)
     return obj
 
 
 def _indent(src: str) -> str:
     return "\n".join(("    " + line) if line.strip() else "" for line in src.strip("\n").split("\n"))
-
-
-def first_line(err: BaseException) -> str:
-    return (str(err).strip().splitlines() or [""])[0][:200]

@@ -144,6 +144,7 @@ def _region_json(region: Region, made: extract.Extracted | None) -> dict[str, An
         "inputs": made.inputs if made else [],
         "fixed": made.fixed if made else {},
         "shapes": made.shapes if made else {},
+        "groups": made.groups if made else {},
     }
 
 

@@ -38,6 +38,7 @@ class Swapped(torch.nn.Module):
         self.inputs: list[str] = list(region["inputs"])
         self.shapes = {k: (tuple(v[0]), str(v[1])) for k, v in region["shapes"].items()}
         self.fixed: dict[str, str] = dict(region["fixed"])
+        self.groups: dict[str, list[str]] = dict(region.get("groups", {}))  # a tuple argument's tensors
         self.signature = inspect.signature(original.forward)
         self.calls = {"new": 0, "original": 0}
         self.region_index = -1  # its place in the patch's REGIONS
@@ -53,7 +54,7 @@ class Swapped(torch.nn.Module):
 
     def _match(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[torch.Tensor] | None:
         """The tensors to give ``new``, or None when this call is not the verified one."""
-        if not kwargs and not self.fixed and len(args) == len(self.inputs):  # the usual call: module(x)
+        if not kwargs and not self.fixed and not self.groups and len(args) == len(self.inputs):  # module(x)
             ok = all(
                 isinstance(a, torch.Tensor) and (tuple(a.shape), str(a.dtype)) == self.shapes[n]
                 for a, n in zip(args, self.inputs, strict=True)
@@ -63,7 +64,21 @@ class Swapped(torch.nn.Module):
             bound = self.signature.bind(*args, **kwargs)
         except TypeError:
             return None
-        given = bound.arguments
+        given: dict[str, Any] = {}
+        for name, value in bound.arguments.items():
+            kind = self.signature.parameters[name].kind
+            if kind is inspect.Parameter.VAR_KEYWORD:
+                given.update(value)  # as the region was extracted: **kwargs by their own names
+            elif kind is inspect.Parameter.VAR_POSITIONAL:
+                if value:
+                    return None
+            else:
+                given[name] = value
+        for key, parts in self.groups.items():  # a tuple of tensors, as its tensors by name
+            value = given.pop(key, None)
+            if not isinstance(value, tuple | list) or len(value) != len(parts):
+                return None
+            given |= dict(zip(parts, value, strict=True))
         for name, value in given.items():
             if name in self.shapes:
                 if (
@@ -71,18 +86,8 @@ class Swapped(torch.nn.Module):
                     or (tuple(value.shape), str(value.dtype)) != self.shapes[name]
                 ):
                     return None
-            elif name in self.fixed:
-                if repr(value) != self.fixed[name]:
-                    return None
-            elif (
-                self.signature.parameters[name].kind
-                not in (
-                    inspect.Parameter.VAR_POSITIONAL,
-                    inspect.Parameter.VAR_KEYWORD,
-                )
-                or value
-            ):
-                return None  # an argument the extracted region never saw
+            elif name not in self.fixed or repr(value) != self.fixed[name]:
+                return None  # an argument the extracted region never saw, or another value
         if any(name not in given for name in self.inputs):
             return None
         return [given[name] for name in self.inputs]

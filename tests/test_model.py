@@ -220,9 +220,10 @@ def test_a_replacement_that_does_not_fit_the_model_is_refused(vit: tuple[Path, d
         patch.apply(spec.load(VIT).model, {"regions": [entry(r, renamed)], "root": str(out)})
 
 
-def measure(out: Path, regions: list[dict[str, Any]]) -> dict[str, Any]:
+def measure(out: Path, regions: list[dict[str, Any]], whole_modes: tuple[str, ...] = ()) -> dict[str, Any]:
     return job.run(
         {
+            "whole_modes": list(whole_modes),
             "mode": "model-measure",
             "model_spec": VIT,
             "precision": "fp32",
@@ -272,6 +273,26 @@ def test_a_region_whose_win_does_not_survive_in_the_model_is_dropped(
     assert figures["kept"] == [0]
     assert seen == [["eager", "r0", "r1"], ["eager", "patched"]]
     assert figures["alone"] == {"0": 1.25, "1": 10.0 / 10.5}
+
+
+def test_the_whole_patched_model_through_torch_compile_is_a_candidate_and_the_patch_says_so(
+    vit: tuple[Path, dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out, manifest = vit
+    mlp = region(manifest, "Mlp")
+    regions = [entry(mlp, write_candidate(out, mlp["task"], "m2.py"))]
+    fast = {"eager": 10.0, "r0": 9.0, "patched": 9.0, "patched+compile:default": 6.0}
+    monkeypatch.setattr(e2e, "time_variants", lambda variants, *a, **k: {n: fast[n] for n in variants})
+    figures = measure(out, regions, whole_modes=("default",))
+    assert figures["whole_verified"]["default"]["correct"], figures
+    assert figures["whole_model"] == "default" and figures["kept"] == [0]
+    path = patch.write(out, regions, "whole", figures["whole_model"])
+    assert "WHOLE_MODEL = 'default'" in path.read_text()
+    loaded = spec.load(VIT)
+    patch.apply(loaded.model, path)
+    assert loaded.model._compiled_call_impl is not None
+    patch.restore(loaded.model)
+    assert loaded.model._compiled_call_impl is None
 
 
 def test_the_command_refuses_a_bad_spec_in_one_line(tmp_path: Path) -> None:

@@ -48,6 +48,7 @@ class ModelOptions:
     rounds: int = 6  # rounds across all regions, spent by share (each region at least one)
     min_share: float = 0.02
     compile_modes: tuple[str, ...] = ("default", "reduce-overhead", "max-autotune")
+    whole_modes: tuple[str, ...] = ("default", "reduce-overhead")  # the patched model through torch.compile
     trials: int = 30  # timed whole-model calls per variant
     extract_only: bool = False
 
@@ -72,7 +73,7 @@ def optimize_model(options: ModelOptions, say: Say = print) -> dict[str, Any]:
     regions = assemble(out, manifest, lines)
     e2e = measure(options, file, regions, say)  # with no region won: the baselines, and an empty patch
     kept = [regions[i] for i in e2e.get("kept", [])]
-    patch_file.write(out, kept, summary.patch_header(manifest, regions, kept, e2e))
+    patch_file.write(out, kept, summary.patch_header(manifest, regions, kept, e2e), e2e.get("whole_model"))
     result = summary.write(out, manifest, regions, e2e)
     if regions:
         say(summary.gains_table(regions, result))
@@ -200,6 +201,9 @@ def measure(options: ModelOptions, file: Path, regions: list[dict[str, Any]], sa
         "patch": regions,
         "root": str(options.out.resolve()),
         "compile_modes": modes,
+        "whole_modes": [
+            m for m in options.whole_modes if options.settings.device == "cuda" or m == "default"
+        ],
         "trials": options.trials,
     }
     figures = run_model_job(job, _eval(options), readable=[file.parent, options.out.resolve()], writable=[])

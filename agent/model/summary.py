@@ -63,7 +63,8 @@ def figures(
 ) -> dict[str, Any]:
     kept = [regions[i] for i in (e2e or {}).get("kept", [])]
     times = (e2e or {}).get("times_ms", {})
-    eager, patched = times.get("eager"), times.get("patched")
+    whole = (e2e or {}).get("whole_model")
+    eager, patched = times.get("eager"), times.get(f"patched+compile:{whole}" if whole else "patched")
     compiled = {k.removeprefix("compile:"): v for k, v in times.items() if k.startswith("compile:")}
     best_compile = min(compiled.values()) if compiled else None
     return {
@@ -83,6 +84,8 @@ def figures(
         "verified": (e2e or {}).get("verified"),
         "alone": (e2e or {}).get("alone", {}),
         "kept": (e2e or {}).get("kept", []),
+        "whole_model": whole,
+        "patched_variants": {k: v for k, v in times.items() if k.startswith("patched")},
     }
 
 
@@ -97,7 +100,10 @@ def e2e_table(result: dict[str, Any]) -> Table:
     ]
     for name, value in rows:
         table.add_row(name, ms(value, 3), ratio(value / patched) if value and patched else "-")
-    table.add_row("kforge patch", ms(patched, 3), f"{result['regions_kept']} regions")
+    for name, value in result.get("patched_variants", {}).items():
+        label = "kforge patch" + (f", then torch.compile {name.split(':')[1]}" if ":" in name else "")
+        chosen = " (chosen)" if value == patched else ""
+        table.add_row(label, ms(value, 3), f"{result['regions_kept']} regions{chosen}")
     table.caption = (
         f"{result['regions_won']} regions beat eager alone; had their gains held in the model: "
         f"{ratio(result.get('predicted_won'))} over eager"
@@ -137,7 +143,9 @@ def patch_header(
 ) -> str:
     result = figures(manifest, regions, e2e)
     head = f"kforge patch for {manifest['model']} ({result['device']})."
-    if not kept:
+    if result.get("whole_model"):
+        head += f" Then the whole model goes through torch.compile(mode={result['whole_model']!r}), which measured fastest."
+    if not kept and not result.get("whole_model"):
         return (
             head
             + "\n\nEmpty: no region's replacement made the model faster end to end, so nothing is swapped."
@@ -151,6 +159,8 @@ def patch_header(
         "",
         "Regions replaced:",
     ]
+    if not kept:
+        lines.append("  none: the whole model compiled is the patch")
     for r in kept:
         lines.append(
             f"  {r['instances'][0]} ({r['kind']}, {len(r['instances'])} instances, {r['share']:.0%} of the time): "

@@ -199,7 +199,9 @@ def measure(loaded: spec.Loaded, job: dict[str, Any]) -> dict[str, Any]:
             kept = set()
             out["kept"] = []
     _unwrap(model, set(range(n)) - kept)  # the patch as written: wrappers on the kept regions only
-    variants = {"eager": eager, "patched": variant(kept)}
+    patch.switch(model, None)
+    variants: dict[str, e2e.Forward] = {"eager": eager, "patched": model}
+    variants |= _whole_model(model, ref64, eager, loaded, job, out)
     for mode in job.get("compile_modes", ["default"]):
         started = time.perf_counter()
         compiled = torch.compile(baseline, mode=None if mode == "default" else mode)
@@ -207,9 +209,33 @@ def measure(loaded: spec.Loaded, job: dict[str, Any]) -> dict[str, Any]:
             compiled(*inputs)
         out.setdefault("compile_s", {})[mode] = time.perf_counter() - started
         variants[f"compile:{mode}"] = compiled
-    out["times_ms"] = e2e.time_variants(variants, inputs, device, trials)
-    patch.switch(model, kept)
+    out["times_ms"] = times = e2e.time_variants(variants, inputs, device, trials)
+    best = min((k for k in times if k.startswith("patched")), key=lambda k: times[k])
+    out["whole_model"] = best.removeprefix("patched+compile:") if best != "patched" else None
     return out
+
+
+def _whole_model(
+    model: torch.nn.Module,
+    ref64: torch.nn.Module,
+    eager: e2e.Forward,
+    loaded: spec.Loaded,
+    job: dict[str, Any],
+    out: dict[str, Any],
+) -> dict[str, e2e.Forward]:
+    """Whole-model candidates: the patched model through torch.compile in each of
+    ``whole_modes`` (reduce-overhead: a CUDA graph of the whole forward), each verified."""
+    found: dict[str, e2e.Forward] = {}
+    for mode in job.get("whole_modes", []):
+        compiled = torch.compile(model, mode=None if mode == "default" else mode)
+        try:
+            ok, why, err = e2e.verify(ref64, eager, compiled, loaded.inputs, loaded_precision(job), seed=2)
+        except Exception as error:  # the compiler's failure is this candidate's, not the run's
+            ok, why, err = False, f"{type(error).__name__}: {extract.first_line(error)}", 0.0
+        out.setdefault("whole_verified", {})[mode] = {"correct": ok, "reason": why, "error": err}
+        if ok:
+            found[f"patched+compile:{mode}"] = compiled
+    return found
 
 
 def _unwrap(model: torch.nn.Module, regions: set[int]) -> None:

@@ -95,8 +95,13 @@ class Swapped(torch.nn.Module):
 
 def read(patch: str | Path | dict[str, Any]) -> tuple[list[dict[str, Any]], Path]:
     """(regions, folder their files are relative to) of a patch file or dict."""
+    return _read(patch)[:2]
+
+
+def _read(patch: str | Path | dict[str, Any]) -> tuple[list[dict[str, Any]], Path, str | None]:
+    """(regions, their folder, the torch.compile mode of the whole model or None)."""
     if isinstance(patch, dict):
-        return list(patch["regions"]), Path(patch.get("root", "."))
+        return list(patch["regions"]), Path(patch.get("root", ".")), patch.get("whole_model")
     path = Path(patch)
     if path.is_dir():
         path = path / PATCH_FILE
@@ -105,12 +110,13 @@ def read(patch: str | Path | dict[str, Any]) -> tuple[list[dict[str, Any]], Path
             f"{path}: no such patch file (kforge model writes {PATCH_FILE} in its output folder)"
         )
     module = import_file(path, f"kforge_patch_{abs(hash(str(path.resolve())))}")
-    return list(module.REGIONS), path.parent
+    return list(module.REGIONS), path.parent, getattr(module, "WHOLE_MODEL", None)
 
 
 def apply(model: torch.nn.Module, patch: str | Path | dict[str, Any]) -> torch.nn.Module:
-    """Swap the patch's replacements into ``model`` (in place; returned for chaining)."""
-    regions, root = read(patch)
+    """Swap the patch's replacements into ``model`` (in place; returned for chaining), then,
+    where the patch says so, compile the whole model (``model.compile(mode=...)``)."""
+    regions, root, whole = _read(patch)
     for i, region in enumerate(regions):
         candidate = import_file(root / region["candidate"], f"kforge_patch_candidate_{i}_{id(model)}")
         for path in region["instances"]:
@@ -128,6 +134,8 @@ def apply(model: torch.nn.Module, patch: str | Path | dict[str, Any]) -> torch.n
             swapped = Swapped(original, new, region)
             swapped.region_index = i
             _replace(model, path, swapped)
+    if whole:
+        model.compile(mode=None if whole == "default" else whole)
     return model
 
 
@@ -139,7 +147,8 @@ def switch(model: torch.nn.Module, on: set[int] | None) -> None:
 
 
 def restore(model: torch.nn.Module) -> torch.nn.Module:
-    """Put every original module back."""
+    """Put every original module back (and the whole model uncompiled)."""
+    model._compiled_call_impl = None  # what model.compile() set
     for path, module in list(model.named_modules()):
         if isinstance(module, Swapped):
             _replace(model, path, module.original)
@@ -153,14 +162,19 @@ def _replace(model: torch.nn.Module, path: str, module: torch.nn.Module) -> None
     setattr(model.get_submodule(parent) if parent else model, name, module)
 
 
-def write(folder: Path, regions: list[dict[str, Any]], header: str) -> Path:
+def write(folder: Path, regions: list[dict[str, Any]], header: str, whole_model: str | None = None) -> Path:
     """``folder/kforge_patch.py``: a docstring that says what it replaces and what was
-    measured, then ``REGIONS``; the candidate files it names are relative to ``folder``."""
+    measured, then ``REGIONS`` (the candidate files it names are relative to ``folder``) and
+    ``WHOLE_MODEL``, the torch.compile mode of the patched model or None."""
     lines = [
         f'"""{header.strip()}\n\nApply it:\n\n    import kforge\n    kforge.apply(model, "{PATCH_FILE}")\n"""',
         "",
     ]
     lines.append("REGIONS = " + pprint.pformat(regions, width=100, sort_dicts=False))
+    lines += [
+        "",
+        f"WHOLE_MODEL = {whole_model!r}  # torch.compile mode of the patched model (None: not compiled)",
+    ]
     path = folder / PATCH_FILE
     path.write_text("\n".join(lines) + "\n")
     return path

@@ -397,3 +397,41 @@ def test_on_a_cpu_prior_triton_kernels_of_large_tasks_are_skipped_with_a_reason(
     assert "interpreter" in note and "MB" in note
     _, small, _ = _analysis(FIXTURES / "softmax_rows.py")
     assert "corpus-triton" in {s.family for s in registry.base_specs(small, "fp32", "cpu")}
+
+
+ADDMM_TASK = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    """GPT-2's MLP as HF's Conv1D computes it (torch.addmm), and as torch.export records it (ATen)."""
+    def __init__(self):
+        super().__init__()
+        self.w1 = nn.Parameter(torch.randn(768, 3072) * 0.02)
+        self.b1 = nn.Parameter(torch.zeros(3072))
+        self.w2 = nn.Parameter(torch.randn(3072, 768) * 0.02)
+        self.b2 = nn.Parameter(torch.zeros(768))
+
+    def forward(self, x):
+        h = torch.addmm(self.b1, x.view(-1, 768), self.w1)
+        h = torch.ops.aten.gelu.default(h)
+        y = torch.ops.aten.addmm.default(self.b2, h, self.w2)
+        z = torch.ops.aten.linear.default(y, self.w1.t().contiguous().t().t(), None)
+        return torch.ops.aten.mm.default(z, self.w2)
+
+def get_inputs():
+    return [torch.randn(8, 512, 768)]
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_tf32x3_reads_addmm_and_the_aten_forms_that_regions_of_a_users_model_are_written_in(tmp_path):
+    path = tmp_path / "addmm_mlp.py"
+    path.write_text(ADDMM_TASK)
+    _, analysis, specs = _analysis(path)
+    assert analysis.gemm3 is not None, analysis.notes
+    method = analysis.gemm3[0].method
+    assert method.count("_kforge_mm3(") == 3 and method.count("_kforge_linear3(") == 1, method
+    assert "tf32x3-gemm" in {s.family for s in specs}

@@ -70,7 +70,7 @@ def _linear_parts(gm: torch.fx.GraphModule, node: Node) -> tuple[Node, Node, Nod
             weight = graph.get_attr(f"{node.target}.weight")
             bias = graph.get_attr(f"{node.target}.bias") if mod.bias is not None else None
         return node.args[0], weight, bias  # type: ignore[return-value]
-    if _is_call(node, (torch.nn.functional.linear,)):
+    if _is_call(node, (torch.nn.functional.linear, torch.ops.aten.linear.default)):
         return _arg(node, 0, "input"), _arg(node, 1, "weight"), _arg(node, 2, "bias")
     if _is_call(node, MATMULS, ("matmul", "mm")) and len(node.args) == 2:
         rhs: Any = node.args[1]

@@ -134,6 +134,7 @@ def replace_gemms(gm: torch.fx.GraphModule) -> int:
                 continue
             with graph.inserting_before(node):
                 new = graph.create_node("call_function", _kforge_mm3, operands, name="gemm3")
+        new.meta.update(node.meta)  # the same output: a GEMM after it still sees its input's shape
         node.replace_all_uses_with(new)
         fired += 1
     return fired
@@ -147,14 +148,34 @@ def _attr(gm: torch.fx.GraphModule, node: torch.fx.Node) -> torch.Tensor | None:
     return value.detach().to("meta")
 
 
-def _matmul_operands(node: torch.fx.Node) -> tuple[Any, Any] | None:
-    matmuls = (torch.matmul, torch.mm, torch.bmm, operator.matmul)
+def _matmul_operands(node: torch.fx.Node) -> tuple[Any, ...] | None:
+    """(a, b) of a matmul, or (a, b, bias) of an addmm with a vector bias; the ATen forms too
+    (a region of a user's model captured by torch.export is ATen calls)."""
+    aten = torch.ops.aten
+    matmuls = (
+        torch.matmul,
+        torch.mm,
+        torch.bmm,
+        operator.matmul,
+        aten.mm.default,
+        aten.bmm.default,
+        aten.matmul.default,
+    )
     if (
         fx_rewrite._is_call(node, matmuls, ("matmul", "mm", "bmm"))
         and len(node.args) == 2
         and not node.kwargs
     ):
         return node.args[0], node.args[1]
+    if (
+        fx_rewrite._is_call(node, (torch.addmm, aten.addmm.default))
+        and len(node.args) == 3
+        and not node.kwargs
+    ):
+        bias = _meta(node.args[0])
+        if bias is not None and bias.dim() == 1:
+            return node.args[1], node.args[2], node.args[0]  # addmm(bias, a, b) = a @ b + bias
+        return None
     if fx_rewrite._is_call(node, (torch.einsum,)) and len(node.args) == 3 and isinstance(node.args[0], str):
         if EINSUM_MATMUL.match(node.args[0]):
             return node.args[1], node.args[2]

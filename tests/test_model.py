@@ -295,6 +295,38 @@ def test_the_whole_patched_model_through_torch_compile_is_a_candidate_and_the_pa
     assert loaded.model._compiled_call_impl is None
 
 
+END_TO_END_CHEATS = {
+    "a clock that runs at half speed": "import time\n_real = time.perf_counter\ntime.perf_counter = lambda: _real() * 0.5\n",
+    "kforge's own timing replaced": (
+        "import kforge.tools.model.e2e as _e2e\n"
+        "_e2e.time_variants = lambda variants, *a, **k: {n: 1.0 if n.startswith('patched') else 9.0 for n in variants}\n"
+    ),
+    "TF32 switched on": "import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n",
+}
+
+
+@pytest.mark.parametrize("cheat", list(END_TO_END_CHEATS))
+def test_a_replacement_that_cheats_the_end_to_end_measurement_is_rejected(
+    cheat: str, vit: tuple[Path, dict[str, Any]]
+) -> None:
+    """A replacement passed its region's judge; imported beside the model for the end-to-end
+    figures, its module-level code patches what they rely on."""
+    out, manifest = vit
+    r = region(manifest, "Mlp")
+    name = f"cheat_{list(END_TO_END_CHEATS).index(cheat)}.py"
+    write_candidate(out, r["task"], name)
+    path = out / "candidates" / name
+    path.write_text(END_TO_END_CHEATS[cheat] + path.read_text())
+    job_spec = {
+        "mode": "model-measure", "model_spec": VIT, "precision": "fp32", "device": "cpu", "trials": 6,
+        "patch": [entry(r, {"candidate": f"candidates/{name}"})], "root": str(out), "compile_modes": [],
+    }  # fmt: skip
+    code = f"import json; from kforge.tools.model import job; print(json.dumps(job.run({job_spec!r})))"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    figures = json.loads(run.stdout.strip().splitlines()[-1])
+    assert figures.get("error", "").startswith("rejected end to end"), (figures, run.stderr[-2000:])
+
+
 def test_the_command_refuses_a_bad_spec_in_one_line(tmp_path: Path) -> None:
     run = subprocess.run(
         [

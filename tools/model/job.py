@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from ..guards import set_precision_flags
+from ..guards import PrecisionGuard, TimerGuard, set_precision_flags
 from . import e2e, extract, patch, regions, spec
 from .regions import Call, Region
 
@@ -159,6 +159,7 @@ def measure(loaded: spec.Loaded, job: dict[str, Any]) -> dict[str, Any]:
     device = torch.device(job["device"])
     ref64 = copy.deepcopy(model).double()
     baseline = copy.deepcopy(model)  # eager's and torch.compile's, untouched by the patch
+    guards = _Guards()  # the replacements' code runs in this process from here on
     try:
         patch.apply(model, {"regions": job["patch"], "root": job["root"]})
     except patch.PatchError as bad:
@@ -210,6 +211,9 @@ def measure(loaded: spec.Loaded, job: dict[str, Any]) -> dict[str, Any]:
         out.setdefault("compile_s", {})[mode] = time.perf_counter() - started
         variants[f"compile:{mode}"] = compiled
     out["times_ms"] = times = e2e.time_variants(variants, inputs, device, trials)
+    cheats = guards.violations()
+    if cheats:
+        return {"error": f"rejected end to end: {'; '.join(cheats)}"}
     best = min((k for k in times if k.startswith("patched")), key=lambda k: times[k])
     out["whole_model"] = best.removeprefix("patched+compile:") if best != "patched" else None
     return out
@@ -236,6 +240,36 @@ def _whole_model(
         if ok:
             found[f"patched+compile:{mode}"] = compiled
     return found
+
+
+class _Guards:
+    """What the end-to-end figures rely on, snapshotted before any replacement's code is
+    imported: the timers and checkers (:mod:`..guards`), the precision flags, and kforge's own
+    timing and verification functions. Each replacement was judged on its own by the
+    two-process evaluator; here, in one process with the model, a change to any of these
+    rejects the measurement."""
+
+    def __init__(self) -> None:
+        self.timers, self.precision = TimerGuard(), PrecisionGuard()
+        self.own = self._own()
+
+    @staticmethod
+    def _own() -> dict[str, Any]:
+        from .. import compare, timing
+
+        return {
+            "e2e.verify": e2e.verify, "e2e.time_variants": e2e.time_variants, "e2e.fresh_inputs": e2e.fresh_inputs,
+            "Timer.time_many": timing.Timer.time_many, "Timer.run_block": timing.Timer.run_block,
+            "Timer._one": timing.Timer._one, "LocalSlot.block": timing.LocalSlot.block,
+            "timing._perf_counter": getattr(timing, "_perf_counter", None), "compare.rel_err": compare.rel_err,
+            "e2e.rel_err": e2e.rel_err, "job._Guards.violations": _Guards.violations,
+        }  # fmt: skip
+
+    def violations(self) -> list[str]:
+        now = self._own()
+        changed = sorted(name for name, obj in self.own.items() if now[name] is not obj)
+        mine = [f"patched kforge's own timing or verification: {', '.join(changed)}"] if changed else []
+        return self.timers.violations() + self.precision.violations() + mine
 
 
 def _unwrap(model: torch.nn.Module, regions: set[int]) -> None:

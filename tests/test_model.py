@@ -140,6 +140,19 @@ def test_a_resnet_bottleneck_with_batchnorm_is_written_for_inference(tmp_path: P
     assert "class Model(nn.BatchNorm2d):" in (tmp_path / stem_bn["task"]).read_text()
 
 
+def patched_runs_the_replacement(model_spec: str, region: dict[str, Any], out: Path) -> None:
+    """A transformers model patched with a copy of ``region``'s task: the same hidden states,
+    and both layers' instances ran the replacement."""
+    loaded = spec.load(model_spec)
+    regions = [entry(region, write_candidate(out, region["task"], "attn.py"))]
+    with torch.no_grad():
+        want = loaded.model(*loaded.inputs).last_hidden_state
+        patch.apply(loaded.model, {"regions": regions, "root": str(out)})
+        got = loaded.model(*loaded.inputs).last_hidden_state
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    assert [m.calls["new"] for m in loaded.model.modules() if isinstance(m, patch.Swapped)] == [1, 1]
+
+
 def test_llamas_attention_takes_a_tuple_of_tensors_and_is_patched_with_it(tmp_path: Path) -> None:
     """LlamaAttention gets position_embeddings=(cos, sin): the task takes the two tensors, and
     the patch unpacks the tuple the decoder layer passes."""
@@ -151,14 +164,7 @@ def test_llamas_attention_takes_a_tuple_of_tensors_and_is_patched_with_it(tmp_pa
     attention = kinds["LlamaAttention"]
     assert attention["groups"] == {"position_embeddings": ["position_embeddings_0", "position_embeddings_1"]}
     assert attention["inputs"][:3] == ["hidden_states", "position_embeddings_0", "position_embeddings_1"]
-    loaded = spec.load(llama)
-    regions = [entry(attention, write_candidate(tmp_path, attention["task"], "attn.py"))]
-    with torch.no_grad():
-        want = loaded.model(*loaded.inputs).last_hidden_state
-        patch.apply(loaded.model, {"regions": regions, "root": str(tmp_path)})
-        got = loaded.model(*loaded.inputs).last_hidden_state
-    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
-    assert [m.calls["new"] for m in loaded.model.modules() if isinstance(m, patch.Swapped)] == [1, 1]
+    patched_runs_the_replacement(llama, attention, tmp_path)
 
 
 def test_gpt2s_attention_is_captured_by_torch_export_and_patched_with_its_keyword_call(
@@ -174,15 +180,7 @@ def test_gpt2s_attention_is_captured_by_torch_export_and_patched_with_its_keywor
     assert attention["instances"] == ["h.0.attn", "h.1.attn"] and attention["fixed"]["use_cache"] == "False"
     assert "torch.ops.aten.scaled_dot_product_attention" in (tmp_path / attention["task"]).read_text()
     assert kinds["Dropout"]["note"] == "no work in inference: no task"
-    loaded = spec.load(gpt2)
-    regions = [entry(attention, write_candidate(tmp_path, attention["task"], "attn.py"))]
-    with torch.no_grad():
-        want = loaded.model(*loaded.inputs).last_hidden_state
-        patch.apply(loaded.model, {"regions": regions, "root": str(tmp_path)})
-        got = loaded.model(*loaded.inputs).last_hidden_state
-    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
-    swapped = [m for m in loaded.model.modules() if isinstance(m, patch.Swapped)]
-    assert [m.calls["new"] for m in swapped] == [1, 1]
+    patched_runs_the_replacement(gpt2, attention, tmp_path)
 
 
 def test_the_patch_swaps_verified_regions_in_and_calls_the_original_on_other_calls(

@@ -71,7 +71,9 @@ def optimize_model(options: ModelOptions, say: Say = print) -> dict[str, Any]:
         return summary.write(out, manifest, [], None)
     lines = optimize_tasks(options, manifest, say)
     regions = assemble(out, manifest, lines)
-    e2e = measure(options, file, regions, say)  # with no region won: the baselines, and an empty patch
+    e2e = measure(
+        options, file, manifest, regions, say
+    )  # with no region won: the baselines, and an empty patch
     kept = [regions[i] for i in e2e.get("kept", [])]
     patch_file.write(out, kept, summary.patch_header(manifest, regions, kept, e2e), e2e.get("whole_model"))
     result = summary.write(out, manifest, regions, e2e)
@@ -186,7 +188,9 @@ def assemble(out: Path, manifest: dict[str, Any], lines: dict[str, dict[str, Any
     return chosen
 
 
-def measure(options: ModelOptions, file: Path, regions: list[dict[str, Any]], say: Say) -> dict[str, Any]:
+def measure(
+    options: ModelOptions, file: Path, manifest: dict[str, Any], regions: list[dict[str, Any]], say: Say
+) -> dict[str, Any]:
     say(
         f"measuring the patch end to end ({len(regions)} regions; eager, torch.compile {', '.join(options.compile_modes)})"
     )
@@ -205,6 +209,7 @@ def measure(options: ModelOptions, file: Path, regions: list[dict[str, Any]], sa
             m for m in options.whole_modes if options.settings.device == "cuda" or m == "default"
         ],
         "trials": options.trials,
+        "profile_paths": [path for r in manifest["regions"] for path in r["instances"]],
     }
     figures = run_model_job(job, _eval(options), readable=[file.parent, options.out.resolve()], writable=[])
     if "error" in figures:

@@ -175,7 +175,7 @@ def write(
     result = figures(manifest, regions, e2e)
     (out / "summary.json").write_text(json.dumps(result, indent=2))
     (out / "summary.md").write_text(markdown(result, manifest))
-    (out / "report.html").write_text(report(out, result, manifest, regions))
+    (out / "report.html").write_text(report(out, result, manifest, regions, e2e))
     return result
 
 
@@ -192,38 +192,68 @@ def markdown(result: dict[str, Any], manifest: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def breakdown_chart(manifest: dict[str, Any], regions: list[dict[str, Any]], result: dict[str, Any]) -> str:
-    """Time by region before and after, as stacked bars (a PNG data URI), or "" with nothing to draw."""
-    if not result.get("eager_ms") or not result.get("patched_ms"):
+def breakdown(manifest: dict[str, Any], e2e: dict[str, Any] | None) -> list[tuple[str, float, float | None]]:
+    """(region, ms before, ms after) of each region, one forward, from the profiles taken
+    before (extraction) and after (the patched model, not compiled); GPU time on a GPU."""
+    after = (e2e or {}).get("after", {}).get("regions", {})
+    gpu = bool(manifest.get("forward_device_ms"))
+    rows = []
+    for r in manifest["regions"]:
+        before = r["device_ms"] if gpu else r["host_ms"]
+        times = [after[p][1 if gpu else 0] for p in r["instances"] if p in after]
+        rows.append((r["path"] or "(whole model)", before, sum(times) if times else None))
+    return rows
+
+
+def breakdown_chart(manifest: dict[str, Any], e2e: dict[str, Any] | None) -> str:
+    """The time by region before and after the patch, as stacked bars (a PNG data URI), or
+    "" without the profile after."""
+    rows = [row for row in breakdown(manifest, e2e) if row[2] is not None][:10]
+    whole = (e2e or {}).get("after", {}).get("forward")
+    if not rows or not whole:
         return ""
     from ..report.plots import _data_uri, _figure
 
-    kept = {r["task"]: r for i, r in enumerate(regions) if i in set(result.get("kept", []))}
+    gpu = bool(manifest.get("forward_device_ms"))
+    totals = {
+        "before": manifest["forward_device_ms" if gpu else "forward_host_ms"],
+        "after": whole[1 if gpu else 0],
+    }
     fig, ax = _figure((7.0, 2.8))
-    eager = result["eager_ms"]
-    for row, label in ((1, "eager"), (0, "patched")):
+    colors = [f"C{i}" for i in range(len(rows))]
+    for y, side in ((1, "before"), (0, "after")):
         left = 0.0
-        for r in manifest["regions"][:8]:
-            width = eager * r["share"]
-            if label == "patched" and r["task"] in kept and kept[r["task"]].get("speedup_vs_eager"):
-                width /= kept[r["task"]]["speedup_vs_eager"]
-            ax.barh(row, width, left=left, label=r["path"] if label == "eager" else None)
+        for (name, before, after), color in zip(rows, colors, strict=True):
+            width = before if side == "before" else (after or 0.0)
+            ax.barh(y, width, left=left, color=color, label=name if side == "before" else None)
             left += width
         ax.barh(
-            row, max((eager if label == "eager" else result["patched_ms"]) - left, 0), left=left, color="#ccc"
+            y,
+            max(totals[side] - left, 0.0),
+            left=left,
+            color="#ccc",
+            label="the rest" if side == "before" else None,
         )
     ax.set_yticks([0, 1], ["patched", "eager"])
-    ax.set_xlabel("ms per forward (regions by their profiled share)")
+    ax.set_xlabel(
+        f"ms per forward, profiled ({'GPU' if gpu else 'host'} time; the patch without torch.compile)"
+    )
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return _data_uri(fig)
 
 
-def report(out: Path, result: dict[str, Any], manifest: dict[str, Any], regions: list[dict[str, Any]]) -> str:
+def report(
+    out: Path,
+    result: dict[str, Any],
+    manifest: dict[str, Any],
+    regions: list[dict[str, Any]],
+    e2e: dict[str, Any] | None,
+) -> str:
     from ..report.page import page
 
     body = [f"<h1>{html.escape(result['model'])} ({html.escape(str(result['device']))})</h1>"]
     body.append(f"<pre>{html.escape(_plain(e2e_table(result)))}</pre>")
-    chart = breakdown_chart(manifest, regions, result)
+    chart = breakdown_chart(manifest, e2e)
     if chart:
         body.append(f'<img alt="time by region" src="{chart}">')
     body.append(f"<pre>{html.escape(_plain(profile_table(manifest)))}</pre>")

@@ -223,6 +223,7 @@ def test_a_replacement_that_does_not_fit_the_model_is_refused(vit: tuple[Path, d
 def measure(out: Path, regions: list[dict[str, Any]], whole_modes: tuple[str, ...] = ()) -> dict[str, Any]:
     return job.run(
         {
+            "profile_paths": [path for r in regions for path in r["instances"]],
             "whole_modes": list(whole_modes),
             "mode": "model-measure",
             "model_spec": VIT,
@@ -273,6 +274,9 @@ def test_a_region_whose_win_does_not_survive_in_the_model_is_dropped(
     assert figures["kept"] == [0]
     assert seen == [["eager", "r0", "r1"], ["eager", "patched"]]
     assert figures["alone"] == {"0": 1.25, "1": 10.0 / 10.5}
+    after = figures["after"]["regions"]  # the time by region after the patch, for the report's chart
+    assert set(after) == {"blocks.0.mlp", "blocks.1.mlp", "blocks.0.attn", "blocks.1.attn"}
+    assert all(host > 0 for host, _ in after.values()) and figures["after"]["forward"][0] > 0
 
 
 def test_the_whole_patched_model_through_torch_compile_is_a_candidate_and_the_patch_says_so(

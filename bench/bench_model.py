@@ -3,6 +3,7 @@ by share, patch, measure) and one table of what the patched model measured besid
 torch.compile (default, reduce-overhead, max-autotune) in the same run.
 
     python bench/bench_model.py [SPEC ...] [--precision fp32] [--rounds 4] [--candidates 3] [--out DIR]
+                              [--compile-modes default,reduce-overhead,max-autotune]
 
 Default SPECs: the example models' full sizes (examples/models/): ResNet-50, ViT-B/16, GPT-2,
 Llama (1B dimensions), BERT-base. Each model's folder under --out keeps its manifest, tasks,
@@ -45,6 +46,9 @@ def main() -> None:
     parser.add_argument("--candidates", type=int, default=3)
     parser.add_argument("--min-share", type=float, default=0.03)
     parser.add_argument("--out", type=Path, default=Path("kforge-bench-model"))
+    parser.add_argument(
+        "--compile-modes", default="default,reduce-overhead,max-autotune", help="torch.compile baselines"
+    )
     args = parser.parse_args()
     print(header(" ".join(["python", *sys.argv])))
     rows = []
@@ -56,6 +60,7 @@ def main() -> None:
         out = args.out / f"{name}-{args.precision}"
         options = ModelOptions(spec=spec, out=out, settings=settings.replace(out=out / "batch" / "runs"))
         options.rounds, options.min_share = args.rounds, args.min_share
+        options.compile_modes = tuple(args.compile_modes.split(","))
         try:
             r = optimize_model(options, say=lambda m: print(m) if isinstance(m, str) else None)
         except ModelRunError as err:

@@ -321,7 +321,7 @@ def test_optimize_model_profiles_a_model_with_progress_and_refuses_paths_outside
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:
             messages.append(message or "")
 
-        arguments = {"spec": "tiny_vit.py:tiny", "extract_only": True, "min_share": 0.1}
+        arguments = {"spec": "tiny_vit.py:tiny", "extract_only": True, "min_share": 0.01}
         result = await session.call_tool("optimize_model", arguments, progress_callback=on_progress)
         status = result.structured_content
         assert status["state"] == "finished", status

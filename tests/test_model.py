@@ -295,6 +295,9 @@ def test_the_whole_patched_model_through_torch_compile_is_a_candidate_and_the_pa
     loaded = spec.load(VIT)
     patch.apply(loaded.model, path)
     assert loaded.model._compiled_call_impl is not None
+    with torch.no_grad(), torch._dynamo.config.patch(error_on_recompile=True):
+        for _ in range(3):  # compiled once: nothing in the wrapper changes between calls
+            loaded.model(*loaded.inputs)
     patch.restore(loaded.model)
     assert loaded.model._compiled_call_impl is None
 
@@ -357,7 +360,7 @@ def test_kforge_model_killed_mid_run_resumes_and_finishes_on_the_cpu(tmp_path: P
     finishes with a patch that imports, applies and computes what the model does."""
     out = tmp_path / "vit"
     argv = [*KFORGE, "model", VIT, "--out", str(out), "--device", "cpu", "--rounds", "1", "--candidates", "1"]
-    argv += ["--min-share", "0.2", "--compile-modes", "default", "--trials", "6"]
+    argv += ["--min-share", "0.1", "--compile-modes", "default", "--trials", "6"]
     env = os.environ | {"COLUMNS": "200"}
     results = out / "batch" / "results.jsonl"
     first = subprocess.Popen(
@@ -375,7 +378,10 @@ def test_kforge_model_killed_mid_run_resumes_and_finishes_on_the_cpu(tmp_path: P
     assert "(an earlier run)" in again.stderr and f"{done_first[0]}: done earlier" in again.stderr
     assert again.stdout.strip() == str(out / "kforge_patch.py")
     lines = [json.loads(x) for x in results.read_text().splitlines()]
-    assert sorted(x["task"].split("_", 1)[1] for x in lines) == ["Attention", "Mlp"], lines  # each task once
+    tasks = [
+        Path(r["task"]).stem for r in json.loads((out / "manifest.json").read_text())["regions"] if r["task"]
+    ]
+    assert len(tasks) >= 2 and sorted(x["task"] for x in lines) == sorted(tasks), lines  # each task once
     assert all(x["status"] in ("ok", "no_candidate", "unconfirmed") for x in lines)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["eager_ms"] and summary["compile_ms"]["default"] and summary["device"] == "cpu"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -176,29 +177,12 @@ def measure(loaded: spec.Loaded, job: dict[str, Any]) -> dict[str, Any]:
     def eager(*args: Any) -> Any:  # the model as the user has it: no wrapper on any region
         return baseline(*args)
 
-    out: dict[str, Any] = {"device": str(device), "regions": n}
+    out: dict[str, Any] = {"device": str(device), "regions": n, "alone": {}, "kept": []}
     ok, why, err = e2e.verify(
         ref64, eager, variant(None), inputs, loaded_precision(job), seed=int(job.get("seed", 0))
     )
     out["verified_all"] = {"correct": ok, "reason": why, "error": err}
-    alone = (
-        e2e.time_variants(
-            {"eager": eager} | {f"r{i}": variant({i}) for i in range(n)}, inputs, device, trials
-        )
-        if n
-        else {"eager": 1.0}
-    )
-    kept = {i for i in range(n) if ok and alone[f"r{i}"] * SURVIVES < alone["eager"]}
-    out["alone"] = {str(i): alone["eager"] / alone[f"r{i}"] for i in range(n)}
-    out["kept"] = sorted(kept)
-    if kept:
-        ok, why, err = e2e.verify(
-            ref64, eager, variant(kept), inputs, loaded_precision(job), seed=1 + int(job.get("seed", 0))
-        )
-        out["verified"] = {"correct": ok, "reason": why, "error": err}
-        if not ok:
-            kept = set()
-            out["kept"] = []
+    kept = _keep(variant, eager, ref64, loaded, job, out) if ok and n else set()
     _unwrap(model, set(range(n)) - kept)  # the patch as written: wrappers on the kept regions only
     patch.switch(model, None)
     variants: dict[str, e2e.Forward] = {"eager": eager, "patched": model}
@@ -215,6 +199,37 @@ def measure(loaded: spec.Loaded, job: dict[str, Any]) -> dict[str, Any]:
     best = min((k for k in times if k.startswith("patched")), key=lambda k: times[k])
     out["whole_model"] = best.removeprefix("patched+compile:") if best != "patched" else None
     return out
+
+
+def _keep(
+    variant: Callable[[set[int] | None], e2e.Forward],
+    eager: e2e.Forward,
+    ref64: torch.nn.Module,
+    loaded: spec.Loaded,
+    job: dict[str, Any],
+    out: dict[str, Any],
+) -> set[int]:
+    """The regions whose replacement alone makes the model faster than eager, verified
+    together (none when together they are wrong)."""
+    n, inputs, device = len(job["patch"]), loaded.inputs, torch.device(job["device"])
+    alone = e2e.time_variants(
+        {"eager": eager} | {f"r{i}": variant({i}) for i in range(n)},
+        inputs,
+        device,
+        int(job.get("trials", 30)),
+    )
+    kept = {i for i in range(n) if alone[f"r{i}"] * SURVIVES < alone["eager"]}
+    out["alone"] = {str(i): alone["eager"] / alone[f"r{i}"] for i in range(n)}
+    out["kept"] = sorted(kept)
+    if kept:
+        ok, why, err = e2e.verify(
+            ref64, eager, variant(kept), inputs, loaded_precision(job), seed=1 + int(job.get("seed", 0))
+        )
+        out["verified"] = {"correct": ok, "reason": why, "error": err}
+        if not ok:
+            kept = set()
+            out["kept"] = []
+    return kept
 
 
 def _compiled_baselines(

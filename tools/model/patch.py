@@ -46,10 +46,13 @@ class Swapped(torch.nn.Module):
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         tensors = self._match(args, kwargs) if self.enabled else None
+        counting = not torch.compiler.is_compiling()  # a counted int would recompile each call
         if tensors is None:
-            self.calls["original"] += 1
+            if counting:
+                self.calls["original"] += 1
             return self.original(*args, **kwargs)
-        self.calls["new"] += 1
+        if counting:
+            self.calls["new"] += 1
         return self.new(*tensors)
 
     def _match(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[torch.Tensor] | None:

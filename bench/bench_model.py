@@ -35,6 +35,10 @@ def ms(value: float | None) -> str:
     return f"{value:.3f}" if value is not None else "-"
 
 
+def ratio(value: float | None) -> str:
+    return f"{value:.3f}x" if value else "-"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -71,8 +75,8 @@ def main() -> None:
         rows.append([
             name, r["regions_found"], r["regions_won"], r["regions_kept"], ms(r["eager_ms"]),
             ms(c.get("default")), ms(c.get("reduce-overhead")), ms(c.get("max-autotune")),
-            ms(r["patched_ms"]), f"{r['speedup_vs_eager'] or 0:.3f}x", f"{r['speedup_vs_best_compile'] or 0:.3f}x",
-            f"{r['predicted_speedup'] or 0:.3f}x", f"{verified.get('error', 0):.1e}",
+            ms(r["patched_ms"]), ratio(r["speedup_vs_eager"]), ratio(r["speedup_vs_best_compile"]),
+            ratio(r["predicted_speedup"]), f"{verified.get('error', 0):.1e}",
         ])  # fmt: skip
     print_table(f"kforge model, end to end ({args.precision}, {args.device})", COLUMNS, rows)
 

@@ -3,7 +3,7 @@
 # 10-minute call on an H100). Results go to $OUT; record them in docs/results.md and a docs/log/ entry.
 #
 #   carry: [".kb"] (a KernelBench checkout, for fidelity), [".whl/agent"] (wheels, for tests)
-#   command: bash bench/gpu_checks.sh fidelity|launchbound|drift|throughput|tests|profile|kbprofile|convlayout|convs|autotune
+#   command: bash bench/gpu_checks.sh fidelity|launchbound|drift|throughput|tests|profile|kbprofile|convlayout|convs|autotune|model
 set -u
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
@@ -66,5 +66,18 @@ for strategy, status, result in rows:
           f'autotune lines in the log tail: {len(tuned)}, benchmarking {sum(b for b, _ in tuned):.1f} s, precompiling {sum(p for _, p in tuned):.1f} s')" "$db" "spare=$spare"
       done
     done 2>&1 | tee "$OUT/autotune.log" ;;
-  *) echo "usage: bash bench/gpu_checks.sh fidelity|launchbound|drift|throughput|tests|profile|kbprofile|convlayout|convs|autotune" >&2; exit 2 ;;
+  model)       # kforge model end to end on the example models (carry .whl/agent): MODELS="resnet50 gpt2",
+               # MODEL_PRECISION, MODEL_ROUNDS, MODEL_MIN_SHARE, MODEL_COMPILE_MODES, MODEL_SECONDS (each model's limit);
+               # each model's summary, e2e figures, events and report come back in model-NAME.tar.gz
+    python3 -m pip install -q --no-index --find-links .whl/agent langgraph langgraph-checkpoint-sqlite \
+      langchain-core 2>&1 | grep -v WARNING | tail -2
+    for name in ${MODELS:-resnet50 vit_b16 gpt2 llama bert}; do
+      /usr/bin/time -f "$name: %e s wall" timeout "${MODEL_SECONDS:-540}" python3 bench/bench_model.py \
+        "examples/models/$name.py:full" --precision "${MODEL_PRECISION:-fp32}" --rounds "${MODEL_ROUNDS:-4}" \
+        --candidates "${MODEL_CANDIDATES:-2}" --compile-modes "${MODEL_COMPILE_MODES:-default,reduce-overhead,max-autotune}" \
+        --min-share "${MODEL_MIN_SHARE:-0.03}" --out /tmp/kforge-bench-model
+      (cd /tmp/kforge-bench-model && tar czf "$OUT/model-$name-${MODEL_PRECISION:-fp32}.tar.gz" \
+        --exclude='*.so' --exclude='*.o' --exclude='*.cubin' "$name-${MODEL_PRECISION:-fp32}")
+    done 2>&1 | tee "$OUT/model.log" ;;
+  *) echo "usage: bash bench/gpu_checks.sh fidelity|launchbound|drift|throughput|tests|profile|kbprofile|convlayout|convs|autotune|model" >&2; exit 2 ;;
 esac

@@ -103,11 +103,18 @@ def test_later_rounds_tune_the_winner():
     )
 
 
-def test_random_tasks_get_no_candidates():
+def test_random_tasks_get_no_candidates_and_dropout_in_eval_mode_is_not_random(tmp_path: Path):
     policy = EmbeddedPolicy()
     ctx = _ctx("dropout_linear")
-    assert "random" in policy.plan(ctx)
+    assert "draws random numbers" in policy.plan(ctx)
     assert policy.propose(ctx, 3) == []
+    # kforge model writes regions in inference mode (self.eval()): GPT-2's MLP ends in Dropout(0.1)
+    source = (FIXTURES / "dropout_linear.py").read_text()
+    eval_mode = source.replace("nn.Dropout(0.5)", "nn.Dropout(0.5)\n        self.eval()")
+    (tmp_path / "dropout_eval.py").write_text(eval_mode)
+    ctx.task = load_task(tmp_path / "dropout_eval.py")
+    assert "draws random numbers" not in policy.plan(ctx)
+    assert policy.propose(ctx, 3) != []
 
 
 def test_analysis_names_the_winner_the_margin_and_the_failures():

@@ -190,8 +190,11 @@ def task_features(
 
 
 def _random_modules(model: torch.nn.Module) -> bool:
-    """Dropout that is active in training mode (the mode the verifier runs)."""
+    """Dropout that is active: the module in training mode (the mode the task's ``Model`` is
+    built in is the mode the verifier runs; a task that calls ``self.eval()`` has none)."""
     for m in model.modules():
+        if not m.training:
+            continue
         if isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0:
             return True
         if isinstance(m, torch.nn.RNNBase) and m.dropout > 0 and m.num_layers > 1:

@@ -131,3 +131,32 @@ def test_a_result_closer_to_the_truth_than_eager_is_correct_and_a_wrong_one_is_n
     assert verify.FP64_NOTE in exact.flags
     assert exact.max_abs_err > 1e-4  # against eager's float32 output
     assert wrong.status == Status.INCORRECT and coarser.status == Status.INCORRECT, (wrong.log, coarser.log)
+
+
+def test_outputs_inside_a_mapping_are_compared_not_skipped(chunk: int) -> None:
+    """A transformers model returns a ModelOutput (an ordered mapping): a wrong tensor inside
+    it is an error, not a leaf the comparison steps over."""
+    from collections import OrderedDict
+
+    from kforge.tools.model import e2e
+
+    ref = OrderedDict(last_hidden_state=torch.randn(2, 8), pooled=torch.randn(2))
+    wrong = OrderedDict(last_hidden_state=ref["last_hidden_state"] + 0.1, pooled=ref["pooled"])
+    ok, message, _, _ = compare.compare(wrong, ref, get_precision("fp32"))
+    assert not ok and message.startswith("output 0"), message
+    assert compare.rel_err(wrong, {k: v.double() for k, v in ref.items()}) > 1e-3
+    assert not compare.same(wrong, ref) and compare.same(ref, verify.clone(ref))
+    assert type(verify.clone(ref)) is OrderedDict
+
+    class Returns(torch.nn.Module):
+        def __init__(self, shift: float) -> None:
+            super().__init__()
+            self.shift = shift
+
+        def forward(self, x: torch.Tensor) -> OrderedDict[str, torch.Tensor]:
+            return OrderedDict(last_hidden_state=x * 2 + self.shift, pooled=x.sum(-1))
+
+    good, bad = Returns(0.0), Returns(1e-2)
+    ok, why, error = e2e.verify(Returns(0.0).double(), good, bad, [torch.randn(2, 8)], "fp32")
+    assert not ok and "error vs float64" in why and error > 1e-3
+    assert e2e.verify(Returns(0.0).double(), good, good, [torch.randn(2, 8)], "fp32")[0]

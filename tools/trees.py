@@ -1,16 +1,21 @@
-"""Model inputs and outputs are tensors or (nested) lists and tuples of them."""
+"""Model inputs and outputs are tensors or (nested) lists, tuples and mappings of them (a
+transformers model returns a ``ModelOutput``, an ordered mapping)."""
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 import torch
 
 
 def flatten(obj: Any) -> list[Any]:
-    """The leaves of nested lists and tuples, in order."""
+    """The leaves of nested lists, tuples and mappings (their values, in order), in order."""
     if isinstance(obj, list | tuple):
         return [x for item in obj for x in flatten(item)]
+    if isinstance(obj, Mapping):
+        return [x for item in obj.values() for x in flatten(item)]
     return [obj]
 
 
@@ -20,4 +25,11 @@ def clone(obj: Any) -> Any:
         return obj.detach().clone()
     if isinstance(obj, list | tuple):
         return type(obj)(clone(x) for x in obj)
+    if isinstance(obj, MutableMapping):
+        copied = copy.copy(obj)  # the same type (a ModelOutput stays one), its values cloned
+        for key, value in obj.items():
+            copied[key] = clone(value)
+        return copied
+    if isinstance(obj, Mapping):
+        return {key: clone(value) for key, value in obj.items()}
     return obj

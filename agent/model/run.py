@@ -18,7 +18,7 @@ import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from ...tools.evaluate import run_model_job
 from ...tools.model import patch as patch_file
@@ -116,9 +116,7 @@ def extract(options: ModelOptions, file: Path, say: Say) -> dict[str, Any]:
     }
     found = run_model_job(job, _eval(options), readable=[file.parent], writable=[options.out.resolve()])
     if "error" in found:
-        raise ModelRunError(
-            f"{options.spec}: {found['error']}" + (f"\n{found['log']}" if found.get("log") else "")
-        )
+        _failed(f"{options.spec}: {found['error']}", found, options.out)
     found["spec"] = options.spec
     saved.write_text(json.dumps(found, indent=2))
     return dict(found)
@@ -213,9 +211,20 @@ def measure(
     }
     figures = run_model_job(job, _eval(options), readable=[file.parent, options.out.resolve()], writable=[])
     if "error" in figures:
-        raise ModelRunError(f"end-to-end measurement: {figures['error']}")
+        _failed(f"end-to-end measurement: {figures['error']}", figures, options.out)
     (options.out / "e2e.json").write_text(json.dumps(figures, indent=2))
     return dict(figures)
+
+
+def _failed(message: str, found: dict[str, Any], out: Path) -> NoReturn:
+    """Raise the worker's error; its log (when it died without a result) is kept in
+    ``worker.log`` and its tail goes with the message."""
+    log = str(found.get("log") or "")
+    if log:
+        (out / "worker.log").write_text(log)
+        tail = "\n".join(log.rstrip().splitlines()[-12:])
+        message += f"\n{tail}\n(the whole log: {out / 'worker.log'})"
+    raise ModelRunError(message)
 
 
 def _eval(options: ModelOptions) -> Any:

@@ -290,6 +290,13 @@ def test_the_whole_patched_model_through_torch_compile_is_a_candidate_and_the_pa
     figures = measure(out, regions, whole_modes=("default",))
     assert figures["whole_verified"]["default"]["correct"], figures
     assert figures["whole_model"] == "default" and figures["kept"] == [0]
+    graphed = measure(
+        out, [regions[0] | {"strategy": "compile-default+cuda-graph"}], whole_modes=("default",)
+    )
+    assert graphed["whole_verified"]["default"]["reason"].startswith(
+        "not tried: kept regions replay CUDA graphs"
+    )
+    assert graphed["whole_model"] is None and "patched+compile:default" not in graphed["times_ms"]
     path = patch.write(out, regions, "whole", figures["whole_model"])
     assert "WHOLE_MODEL = 'default'" in path.read_text()
     loaded = spec.load(VIT)

@@ -258,7 +258,13 @@ def _whole_model(
     """Whole-model candidates: the patched model through torch.compile in each of
     ``whole_modes`` (reduce-overhead: a CUDA graph of the whole forward), each verified."""
     found: dict[str, e2e.Forward] = {}
-    for mode in job.get("whole_modes", []):
+    graphs = [
+        r.get("strategy") or "?" for i, r in enumerate(job["patch"]) if i in out["kept"] and _graphs(r, job)
+    ]
+    for mode in job.get("whole_modes", []) if graphs else []:  # a capture inside theirs can kill the context
+        why = f"not tried: kept regions replay CUDA graphs of their own ({', '.join(graphs)})"
+        out.setdefault("whole_verified", {})[mode] = {"correct": False, "reason": why, "error": 0.0}
+    for mode in job.get("whole_modes", []) if not graphs else []:
         compiled = torch.compile(model, mode=None if mode == "default" else mode)
         try:
             ok, why, err = e2e.verify(ref64, eager, compiled, loaded.inputs, loaded_precision(job), seed=2)
@@ -268,6 +274,20 @@ def _whole_model(
         if ok:
             found[f"patched+compile:{mode}"] = compiled
     return found
+
+
+def _graphs(region: dict[str, Any], job: dict[str, Any]) -> bool:
+    """Whether the region's replacement replays CUDA graphs (by its strategy, or its source)."""
+    strategy = str(region.get("strategy") or "")
+    if "cuda-graph" in strategy or "reduce-overhead" in strategy:
+        return True
+    if "max-autotune" in strategy and "no-cudagraphs" not in strategy:
+        return True
+    source = Path(job["root"], region["candidate"])
+    text = source.read_text(errors="replace") if source.is_file() else ""
+    return any(
+        mark in text for mark in ("CUDAGraph", "cuda.graph(", "reduce-overhead", "make_graphed_callables")
+    )
 
 
 class _Guards:

@@ -220,7 +220,12 @@ def test_a_replacement_that_does_not_fit_the_model_is_refused(vit: tuple[Path, d
         patch.apply(spec.load(VIT).model, {"regions": [entry(r, renamed)], "root": str(out)})
 
 
-def measure(out: Path, regions: list[dict[str, Any]], whole_modes: tuple[str, ...] = ()) -> dict[str, Any]:
+def measure(
+    out: Path,
+    regions: list[dict[str, Any]],
+    whole_modes: tuple[str, ...] = (),
+    compile_modes: tuple[str, ...] = (),
+) -> dict[str, Any]:
     return job.run(
         {
             "profile_paths": [path for r in regions for path in r["instances"]],
@@ -231,7 +236,7 @@ def measure(out: Path, regions: list[dict[str, Any]], whole_modes: tuple[str, ..
             "device": "cpu",
             "patch": regions,
             "root": str(out),
-            "compile_modes": [],
+            "compile_modes": list(compile_modes),
             "trials": 6,
         }
     )
@@ -297,6 +302,19 @@ def test_the_whole_patched_model_through_torch_compile_is_a_candidate_and_the_pa
         "not tried: kept regions replay CUDA graphs"
     )
     assert graphed["whole_model"] is None and "patched+compile:default" not in graphed["times_ms"]
+    fast |= {"compile:default": 5.0}  # torch.compile of the model as it is beats every patched variant
+    beaten = measure(out, regions, whole_modes=("default",), compile_modes=("default",))
+    assert beaten["kept"] == [] and beaten["whole_model"] == "default" and "fallback" in beaten
+    from kforge.agent.model import summary
+
+    result = summary.figures(
+        {"model": "vit", "regions": [mlp]}, [regions[0] | {"speedup_vs_eager": 1.1}], beaten
+    )
+    assert (
+        result["patched_ms"] == 5.0
+        and result["speedup_vs_best_compile"] == 1.0
+        and result["regions_kept"] == 0
+    )
     path = patch.write(out, regions, "whole", figures["whole_model"])
     assert "WHOLE_MODEL = 'default'" in path.read_text()
     loaded = spec.load(VIT)

@@ -435,3 +435,7 @@ def test_tf32x3_reads_addmm_and_the_aten_forms_that_regions_of_a_users_model_are
     method = analysis.gemm3[0].method
     assert method.count("_kforge_mm3(") == 3 and method.count("_kforge_linear3(") == 1, method
     assert "tf32x3-gemm" in {s.family for s in specs}
+    # torch.compile winning round 1 (GPT-2's MLP: it fuses the tanh GELU) is tuned with the GEMMs on 3xTF32
+    compiled = next(s for s in specs if s.name == "compile-default")
+    assert registry.variants(compiled, analysis, "cuda")[0].name == "tf32x3-gemm+compile-default"
+    assert "tf32x3-gemm+compile-default" not in [v.name for v in registry.variants(compiled, analysis, "cpu")]

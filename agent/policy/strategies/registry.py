@@ -141,6 +141,10 @@ def variants(spec: Spec, analysis: TaskAnalysis, device: str) -> list[Spec]:
         ]
     if analysis.features.has_conv and on_gpu and "cudnn-benchmark" not in spec.flags:
         out.append(dataclasses.replace(combo, flags=(*spec.flags, "cudnn-benchmark")))
+    if on_gpu and analysis.gemm3 is not None and spec.body == "reference" and spec.runner != "eager":
+        if not {"tf32", "bf16"} & set(spec.flags):  # the winner's runner fuses the rest; 3xTF32 the GEMMs
+            gemms = tf32x3.spec(analysis.gemm3[1])
+            out.append(dataclasses.replace(combo, body=gemms.body, tag=gemms.tag))
     if spec.runner == "eager":
         out.append(dataclasses.replace(combo, runner="compile", mode="default"))
         if on_gpu:

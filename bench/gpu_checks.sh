@@ -68,10 +68,15 @@ for strategy, status, result in rows:
     done 2>&1 | tee "$OUT/autotune.log" ;;
   model)       # kforge model end to end on the example models (carry .whl/agent): MODELS="resnet50 gpt2",
                # MODEL_PRECISION, MODEL_ROUNDS, MODEL_MIN_SHARE, MODEL_COMPILE_MODES, MODEL_SECONDS (each model's limit);
-               # each model's summary, e2e figures, events and report come back in model-NAME.tar.gz
+               # each model's summary, e2e figures, events and report come back in model-NAME-PREC.tar.gz.
+               # A model cut off by its limit resumes on a fresh machine: put its tarball in .model-runs/
+               # (ignored) and carry that folder too; the finished extraction and tasks are kept.
     python3 -m pip install -q --no-index --find-links .whl/agent langgraph langgraph-checkpoint-sqlite \
       langchain-core 2>&1 | grep -v WARNING | tail -2
+    mkdir -p /tmp/kforge-bench-model
     for name in ${MODELS:-resnet50 vit_b16 gpt2 llama bert}; do
+      earlier=".model-runs/model-$name-${MODEL_PRECISION:-fp32}.tar.gz"
+      [ -f "$earlier" ] && tar xzf "$earlier" -C /tmp/kforge-bench-model && echo "$name: resuming from $earlier"
       /usr/bin/time -f "$name: %e s wall" timeout "${MODEL_SECONDS:-540}" python3 bench/bench_model.py \
         "examples/models/$name.py:full" --precision "${MODEL_PRECISION:-fp32}" --rounds "${MODEL_ROUNDS:-4}" \
         --candidates "${MODEL_CANDIDATES:-2}" --compile-modes "${MODEL_COMPILE_MODES:-default,reduce-overhead,max-autotune}" \

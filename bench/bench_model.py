@@ -76,7 +76,7 @@ def main() -> None:
             name, r["regions_found"], r["regions_won"], r["regions_kept"], ms(r["eager_ms"]),
             ms(c.get("default")), ms(c.get("reduce-overhead")), ms(c.get("max-autotune")),
             ms(r["patched_ms"]), ratio(r["speedup_vs_eager"]), ratio(r["speedup_vs_best_compile"]),
-            ratio(r["predicted_speedup"]), f"{verified.get('error', 0):.1e}",
+            ratio(r["predicted_speedup"]), f"{verified['error']:.1e}" if "error" in verified else "-",
         ])  # fmt: skip
     print_table(f"kforge model, end to end ({args.precision}, {args.device})", COLUMNS, rows)
 

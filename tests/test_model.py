@@ -334,6 +334,11 @@ END_TO_END_CHEATS = {
         "_e2e.time_variants = lambda variants, *a, **k: {n: 1.0 if n.startswith('patched') else 9.0 for n in variants}\n"
     ),
     "TF32 switched on": "import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n",
+    "the comparison blinded": "import kforge.tools.compare as _c\n_c.flatten = lambda obj: []\n",
+    "a looser precision class": (
+        "import dataclasses, kforge.tools.precision as _p\n"
+        "_p.PRECISIONS['fp32'] = dataclasses.replace(_p.PRECISIONS['fp32'], max_fp64_rel_err=1e9)\n"
+    ),
 }
 
 

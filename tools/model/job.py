@@ -13,7 +13,9 @@ verify and time the kept patch beside eager and torch.compile; returns the figur
 from __future__ import annotations
 
 import copy
+import inspect
 import re
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -316,15 +318,18 @@ class _Guards:
 
     @staticmethod
     def _own() -> dict[str, Any]:
-        from .. import compare, timing
+        """Every function and class (and class member) the figures go through, by the name
+        each module reaches it by (``compare.flatten`` too), and the precision classes."""
+        from .. import compare, precision, timing, trees
 
-        return {
-            "e2e.verify": e2e.verify, "e2e.time_variants": e2e.time_variants, "e2e.fresh_inputs": e2e.fresh_inputs,
-            "Timer.time_many": timing.Timer.time_many, "Timer.run_block": timing.Timer.run_block,
-            "Timer._one": timing.Timer._one, "LocalSlot.block": timing.LocalSlot.block,
-            "timing._perf_counter": getattr(timing, "_perf_counter", None), "compare.rel_err": compare.rel_err,
-            "e2e.rel_err": e2e.rel_err, "job._Guards.violations": _Guards.violations,
-        }  # fmt: skip
+        table: dict[str, Any] = {f"PRECISIONS[{k}]": v for k, v in precision.PRECISIONS.items()}
+        for module in (e2e, compare, trees, timing, precision, sys.modules[__name__]):
+            for name, obj in vars(module).items():
+                if inspect.isfunction(obj) or inspect.isbuiltin(obj):
+                    table[f"{module.__name__}.{name}"] = obj
+                elif inspect.isclass(obj) and obj.__module__ == module.__name__:
+                    table |= {f"{module.__name__}.{name}.{k}": v for k, v in vars(obj).items() if callable(v)}
+        return table
 
     def violations(self) -> list[str]:
         now = self._own()

@@ -266,7 +266,7 @@ def test_a_region_whose_win_does_not_survive_in_the_model_is_dropped(
     seen: list[list[str]] = []
 
     def fake_times(
-        variants: dict[str, Any], inputs: list[Any], device: Any, trials: int = 30
+        variants: dict[str, Any], inputs: list[Any], device: Any, trials: int = 30, outputs: Any = None
     ) -> dict[str, float]:
         seen.append(list(variants))
         for fn in variants.values():
@@ -362,6 +362,40 @@ def test_a_replacement_that_cheats_the_end_to_end_measurement_is_rejected(
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     figures = json.loads(run.stdout.strip().splitlines()[-1])
     assert figures.get("error", "").startswith("rejected end to end"), (figures, run.stderr[-2000:])
+
+
+HONEST_ONLY_WHEN_VERIFIED = """
+import sys as _sys
+
+_honest = ModelNew.forward
+
+
+def _forward(self, *args):
+    frame = _sys._getframe(1)
+    while frame is not None:  # the reference and the verifier are on the stack: compute
+        if frame.f_code.co_name == "verify":
+            return _honest(self, *args)
+        frame = frame.f_back
+    return args[0] * 0  # timed: nothing computed
+
+
+ModelNew.forward = _forward
+"""
+
+
+def test_a_replacement_honest_only_while_verified_is_rejected_by_its_timed_outputs(
+    vit: tuple[Path, dict[str, Any]],
+) -> None:
+    """It walks the frames to see whether kforge's verify called it; while timed it returns
+    zeros, so the model looks faster. The outputs of the timed calls are checked too."""
+    out, manifest = vit
+    r = region(manifest, "Mlp")
+    write_candidate(out, r["task"], "frames.py")
+    path = out / "candidates" / "frames.py"
+    path.write_text(path.read_text() + HONEST_ONLY_WHEN_VERIFIED)
+    figures = measure(out, [entry(r, {"candidate": "candidates/frames.py"})])
+    assert figures.get("error", "").startswith("rejected end to end"), figures
+    assert "patched computed other values while timed" in figures["error"]
 
 
 def test_the_command_refuses_a_bad_spec_in_one_line(tmp_path: Path) -> None:

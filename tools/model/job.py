@@ -190,12 +190,14 @@ def measure(loaded: spec.Loaded, job: dict[str, Any]) -> dict[str, Any]:
     variants: dict[str, e2e.Forward] = {"eager": eager, "patched": model}
     variants |= _whole_model(model, ref64, eager, loaded, job, out)
     variants |= _compiled_baselines(baseline, inputs, job.get("compile_modes", ["default"]), out)
-    out["times_ms"] = times = e2e.time_variants(variants, inputs, device, trials)
+    timed: dict[str, Any] = {}
+    out["times_ms"] = times = e2e.time_variants(variants, inputs, device, trials, timed)
+    wrong = e2e.timed_errors(timed, ref64, inputs, loaded_precision(job))
     if job.get("profile_paths"):  # the time by region after, beside the extraction's before
         with torch.no_grad():
             after, whole = regions.profile(model, inputs, list(job["profile_paths"]))
         out["after"] = {"regions": after, "forward": whole}
-    cheats = guards.violations()
+    cheats = guards.violations() + [f"{name} computed other values while timed" for name in wrong]
     if cheats:
         return {"error": f"rejected end to end: {'; '.join(cheats)}"}
     _choose(times, out)

@@ -71,9 +71,8 @@ def optimize_model(options: ModelOptions, say: Say = print) -> dict[str, Any]:
         return summary.write(out, manifest, [], None)
     lines = optimize_tasks(options, manifest, say)
     regions = assemble(out, manifest, lines)
-    e2e = measure(
-        options, file, manifest, regions, say
-    )  # with no region won: the baselines, and an empty patch
+    # with no region won: the baselines, and an empty patch
+    e2e = measure(options, file, manifest, regions, say)
     kept = [regions[i] for i in e2e.get("kept", [])]
     patch_file.write(out, kept, summary.patch_header(manifest, regions, kept, e2e), e2e.get("whole_model"))
     result = summary.write(out, manifest, regions, e2e)

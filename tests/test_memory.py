@@ -22,7 +22,10 @@ from kforge.tools.task import Task
 
 pytestmark = pytest.mark.slow  # end to end: left out of the quick loop (-m 'not slow and not gpu')
 
-SLICES_MB = 64  # comparison and fingerprint temporaries (8 MB slices), Python's own growth
+# Comparison and fingerprint temporaries (8 MB slices), Python's own growth and library pages
+# touched for the first time: 372-374 MB measured here against a bound of 416, 392 on CI's
+# machine (its malloc arenas and libraries differ). An extra copy of the inputs (64 MB) still fails.
+SLICES_MB = 96
 
 
 def test_evaluation_peak_memory_stays_within_the_bound(

@@ -398,6 +398,69 @@ def test_a_replacement_honest_only_while_verified_is_rejected_by_its_timed_outpu
     assert "patched computed other values while timed" in figures["error"]
 
 
+CRASHES_WHEN_TIMED = """
+import os as _os
+import sys as _sys
+
+_honest = ModelNew.forward
+
+
+def _forward(self, *args):  # a CUDA graph's replay faulting, as torch.cuda.graph( did on GPT-2
+    frame = _sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "time_many":
+            print("dying while timed", file=_sys.stderr, flush=True)
+            _os._exit(3)
+        frame = frame.f_back
+    return _honest(self, *args)
+
+
+ModelNew.forward = _forward
+"""
+
+
+def test_a_measurement_worker_that_dies_is_started_again_without_the_graph_replaying_region(
+    vit: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    """A fault in the end-to-end worker loses the process (on the GPU a CUDA fault is sticky).
+    The measurement runs again without the region that replays CUDA graphs; it says why, and
+    the other region's figures keep their numbers."""
+    from kforge.agent.model import run as model_run
+    from kforge.agent.model import summary
+    from kforge.agent.settings import RunSettings
+
+    out, manifest = vit
+    mlp, attn = region(manifest, "Mlp"), region(manifest, "Attention")
+    write_candidate(out, mlp["task"], "dies.py")
+    (out / "candidates" / "dies.py").write_text(
+        (out / "candidates" / "dies.py").read_text() + CRASHES_WHEN_TIMED
+    )
+    regions = [
+        entry(mlp, {"candidate": "candidates/dies.py", "strategy": "compile-default+cuda-graph"}),
+        entry(attn, write_candidate(out, attn["task"], "fine.py")),
+    ]
+    assert model_run.attempts(regions, out) == [[0, 1], [1], []]
+    options = model_run.ModelOptions(
+        spec=VIT,
+        out=out,
+        settings=RunSettings(device="cpu", out=tmp_path / "runs"),
+        compile_modes=(),
+        trials=6,
+    )
+    said: list[Any] = []
+    figures = model_run.measure(options, MODELS / "tiny_vit.py", manifest, regions, said.append)
+    assert figures["dropped"] == {
+        "0": "the measurement worker died with it in the patch (exited with code 3 before writing a result)"
+    }
+    assert any("measuring again without blocks.0.mlp" in str(line) for line in said), said
+    assert "dying while timed" in (out / "worker-1.log").read_text()
+    assert figures["verified_all"]["correct"] and set(figures["alone"]) == {"1"}
+    assert set(figures["kept"]) <= {1} and figures["times_ms"]["eager"] > 0
+    result = summary.figures(manifest, [r | {"speedup_vs_eager": 1.1} for r in regions], figures)
+    table = summary._plain(summary.gains_table(regions, result))
+    assert "no: left out" in table and "blocks.0.mlp: the measurement worker died" in table
+
+
 def test_the_command_refuses_a_bad_spec_in_one_line(tmp_path: Path) -> None:
     run = subprocess.run(
         [

@@ -22,6 +22,7 @@ from typing import Any, NoReturn
 
 from ...tools.evaluate import run_model_job
 from ...tools.model import patch as patch_file
+from ...tools.model.job import replays_graphs
 from ...tools.model.spec import ModelSpecError, parse
 from ...tools.output import output_folder
 from ..batch.job import BatchOptions, run_task
@@ -188,31 +189,68 @@ def assemble(out: Path, manifest: dict[str, Any], lines: dict[str, dict[str, Any
 def measure(
     options: ModelOptions, file: Path, manifest: dict[str, Any], regions: list[dict[str, Any]], say: Say
 ) -> dict[str, Any]:
+    """The end-to-end figures of the patch (``e2e.json``). A measurement worker that dies (a
+    CUDA fault is sticky: the process is lost) is started again without the regions most
+    likely to blame, those replaying CUDA graphs of their own beside torch.compile's, down to
+    an empty patch (the baselines alone); the regions left out say why."""
     say(
         f"measuring the patch end to end ({len(regions)} regions; eager, torch.compile {', '.join(options.compile_modes)})"
     )
-    modes = (
-        list(options.compile_modes)
-        if options.settings.device == "cuda"
-        else [m for m in options.compile_modes if m == "default"]
-    )
+    cuda = options.settings.device == "cuda"
     job = {
         "mode": "model-measure",
         "model_spec": options.spec,
-        "patch": regions,
         "root": str(options.out.resolve()),
-        "compile_modes": modes,
-        "whole_modes": [
-            m for m in options.whole_modes if options.settings.device == "cuda" or m == "default"
-        ],
+        "compile_modes": [m for m in options.compile_modes if cuda or m == "default"],
+        "whole_modes": [m for m in options.whole_modes if cuda or m == "default"],
         "trials": options.trials,
         "profile_paths": [path for r in manifest["regions"] for path in r["instances"]],
     }
-    figures = run_model_job(job, _eval(options), readable=[file.parent, options.out.resolve()], writable=[])
+    tries, dropped = attempts(regions, options.out), {}
+    for attempt, used in enumerate(tries):
+        figures = run_model_job(
+            job | {"patch": [regions[i] for i in used]},
+            _eval(options),
+            readable=[file.parent, options.out.resolve()],
+            writable=[],
+        )
+        if "log" not in figures or attempt + 1 == len(
+            tries
+        ):  # figures, a verdict, or nothing left to leave out
+            break
+        log = options.out / f"worker-{attempt + 1}.log"
+        log.write_text(str(figures["log"]))
+        left_out = [i for i in used if i not in tries[attempt + 1]]
+        reason = figures["error"].removeprefix("the model worker ")
+        dropped |= {str(i): f"the measurement worker died with it in the patch ({reason})" for i in left_out}
+        names = ", ".join(regions[i]["instances"][0] for i in left_out)
+        say(f"{figures['error']} (its log: {log}); measuring again without {names}")
     if "error" in figures:
         _failed(f"end-to-end measurement: {figures['error']}", figures, options.out)
+    figures = renumbered(dict(figures), used) | {"dropped": dropped}
     (options.out / "e2e.json").write_text(json.dumps(figures, indent=2))
-    return dict(figures)
+    return figures
+
+
+def attempts(regions: list[dict[str, Any]], out: Path) -> list[list[int]]:
+    """The regions of each measurement, tried in order until one worker lives: all of them;
+    then the ones that replay no CUDA graph plus the largest that does; those alone; none."""
+    everything = list(range(len(regions)))
+    graphs = [i for i in everything if replays_graphs(regions[i], out)]
+    plain = [i for i in everything if i not in graphs]
+    largest = sorted(plain + [max(graphs, key=lambda i: regions[i]["share"])]) if graphs else plain
+    found: list[list[int]] = []
+    for used in (everything, largest, plain, []):
+        if used not in found:
+            found.append(used)
+    return found
+
+
+def renumbered(figures: dict[str, Any], used: list[int]) -> dict[str, Any]:
+    """Figures measured on the regions ``used`` (a subset), by the regions' own numbers."""
+    figures["kept"] = [used[i] for i in figures.get("kept", [])]
+    figures["alone"] = {str(used[int(k)]): v for k, v in figures.get("alone", {}).items()}
+    return figures
 
 
 def _failed(message: str, found: dict[str, Any], out: Path) -> NoReturn:

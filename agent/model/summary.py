@@ -86,6 +86,7 @@ def figures(
         "verified": (e2e or {}).get("verified"),
         "alone": (e2e or {}).get("alone", {}),
         "kept": (e2e or {}).get("kept", []),
+        "dropped": (e2e or {}).get("dropped", {}),  # left out of the measurement: why
         "whole_model": whole,
         "fallback": fallback,
         "patched_variants": {k: v for k, v in times.items() if k.startswith("patched")},
@@ -134,9 +135,15 @@ def gains_table(regions: list[dict[str, Any]], result: dict[str, Any]) -> Table:
         table.add_row(
             r["instances"][0], r["kind"], f"{r['share']:.1%}", str(r.get("strategy") or "-"),
             ratio(r.get("speedup_vs_eager")), ratio(r.get("speedup_vs_compile")), ratio(alone),
-            "yes" if i in result.get("kept", []) else "no",
+            "yes" if i in result.get("kept", []) else _dropped(result, i) or "no",
         )  # fmt: skip
+    left_out = [f"{regions[int(i)]['instances'][0]}: {why}" for i, why in result.get("dropped", {}).items()]
+    table.caption = "; ".join(left_out) or None
     return table
+
+
+def _dropped(result: dict[str, Any], i: int) -> str | None:
+    return "no: left out (below)" if str(i) in result.get("dropped", {}) else None
 
 
 def patch_header(

@@ -276,7 +276,9 @@ def _whole_model(
     ``whole_modes`` (reduce-overhead: a CUDA graph of the whole forward), each verified."""
     found: dict[str, e2e.Forward] = {}
     graphs = [
-        r.get("strategy") or "?" for i, r in enumerate(job["patch"]) if i in out["kept"] and _graphs(r, job)
+        r.get("strategy") or "?"
+        for i, r in enumerate(job["patch"])
+        if i in out["kept"] and replays_graphs(r, job["root"])
     ]
     for mode in job.get("whole_modes", []) if graphs else []:  # a capture inside theirs can kill the context
         why = f"not tried: kept regions replay CUDA graphs of their own ({', '.join(graphs)})"
@@ -293,14 +295,14 @@ def _whole_model(
     return found
 
 
-def _graphs(region: dict[str, Any], job: dict[str, Any]) -> bool:
+def replays_graphs(region: dict[str, Any], root: str | Path) -> bool:
     """Whether the region's replacement replays CUDA graphs (by its strategy, or its source)."""
     strategy = str(region.get("strategy") or "")
     if "cuda-graph" in strategy or "reduce-overhead" in strategy:
         return True
     if "max-autotune" in strategy and "no-cudagraphs" not in strategy:
         return True
-    source = Path(job["root"], region["candidate"])
+    source = Path(root, region["candidate"])
     text = source.read_text(errors="replace") if source.is_file() else ""
     return any(
         mark in text for mark in ("CUDAGraph", "cuda.graph(", "reduce-overhead", "make_graphed_callables")

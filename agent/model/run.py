@@ -206,7 +206,7 @@ def measure(
         "trials": options.trials,
         "profile_paths": [path for r in manifest["regions"] for path in r["instances"]],
     }
-    tries, dropped = attempts(regions, options.out), {}
+    tries, dropped = attempts(regions, options.out), dict[str, str]()
     for attempt, used in enumerate(tries):
         figures = run_model_job(
             job | {"patch": [regions[i] for i in used]},

@@ -333,6 +333,7 @@ def test_optimize_model_profiles_a_model_with_progress_and_refuses_paths_outside
         for args, message in [
             ({"spec": "../secret.py:x"}, "outside the workspace"),
             ({"spec": "tiny_vit.py:tiny", "min_share": 2.0}, "min_share"),
+            ({"spec": "tiny_vit.py:tiny", "max_regions": 0}, "max_regions must be at least 1"),
             ({"spec": "tiny_vit.py:tiny", "precision": "fp8"}, "unknown precision"),
         ]:
             refused = await session.call_tool("optimize_model", args)

@@ -21,6 +21,10 @@ _Rounds = Annotated[
     int, typer.Option(min=1, help="optimization rounds over all regions, spent by their share of the time")
 ]
 _MinShare = Annotated[float, typer.Option(help="regions under this share of the forward's time get no task")]
+_MaxRegions = Annotated[
+    int | None,
+    typer.Option(min=1, help="at most this many regions get tasks, the largest shares first (default: all)"),
+]
 _Policy = Annotated[str, typer.Option(help="embedded or llm")]
 _Modes = Annotated[
     str, typer.Option(help="torch.compile modes to measure against (GPU; the CPU measures default)")
@@ -42,6 +46,7 @@ def model_command(
     candidates: Candidates = None,
     timing_trials: TimingTrials = None,
     min_share: _MinShare = 0.02,
+    max_regions: _MaxRegions = None,
     policy: _Policy = "embedded",
     compile_modes: _Modes = "default,reduce-overhead,max-autotune",
     trials: _Trials = 30,
@@ -66,6 +71,7 @@ def model_command(
             policy=policy,
             rounds=rounds,
             min_share=min_share,
+            max_regions=max_regions,
             compile_modes=tuple(m for m in compile_modes.split(",") if m),
             trials=trials,
             extract_only=extract_only,

@@ -211,6 +211,17 @@ def _register_search_and_batch(server: MCPServer, ws: Workspace, runs: Runs) -> 
         return runs.batch_status(batch_id)
 
 
+def _model_flags(
+    precision: str, rounds: int | None, min_share: float, max_regions: int | None, extract_only: bool
+) -> list[str]:
+    """``kforge model``'s flags for optimize_model's arguments; a ToolError for a bad one."""
+    if not 0 <= min_share < 1:
+        raise ToolError("min_share must be in [0, 1)")
+    flags = _positive("rounds", rounds) + _positive("max_regions", max_regions)
+    flags += ["--precision", _check_precision(precision), "--min-share", str(min_share)]
+    return flags + (["--extract-only"] if extract_only else [])
+
+
 def _register_model(server: MCPServer, ws: Workspace, runs: Runs) -> None:
     """optimize_model and model_status: the user's own model, end to end."""
 
@@ -221,6 +232,7 @@ def _register_model(server: MCPServer, ws: Workspace, runs: Runs) -> None:
         precision: str = "fp32",
         rounds: int | None = 6,
         min_share: float = 0.02,
+        max_regions: int | None = None,
         extract_only: bool = False,
         wait: bool = True,
     ) -> dict[str, Any]:
@@ -229,7 +241,8 @@ def _register_model(server: MCPServer, ws: Workspace, runs: Runs) -> None:
         get_inputs(). kforge profiles the model, writes its hot regions (attention, MLP, norms,
         conv blocks) as tasks, optimizes them, and measures the patched model against eager and
         torch.compile; the patch (kforge_patch.py, applied with kforge.apply(model, path)) keeps
-        only regions whose win survives in the model. extract_only: profile the model and write
+        only regions whose win survives in the model. max_regions: at most this many regions get
+        tasks, the largest shares first. extract_only: profile the model and write
         the region tasks (optimize or evaluate them yourself), nothing more. With wait (the default) the call sends a
         progress notification per step and returns the status when it ends; with wait=false it
         returns the id at once: poll model_status."""
@@ -237,15 +250,7 @@ def _register_model(server: MCPServer, ws: Workspace, runs: Runs) -> None:
         path = ws.existing_file(file, what="model file")
         if path.suffix != ".py":
             raise ToolError(f"{spec}: give FILE.py:factory or FILE.py")
-        if not 0 <= min_share < 1:
-            raise ToolError("min_share must be in [0, 1)")
-        flags = _positive("rounds", rounds) + [
-            "--precision",
-            _check_precision(precision),
-            "--min-share",
-            str(min_share),
-        ]
-        flags += ["--extract-only"] if extract_only else []
+        flags = _model_flags(precision, rounds, min_share, max_regions, extract_only)
         model_id = runs.start_model(f"{path}{colon}{factory}", flags)
         if not wait:
             return runs.model_status(model_id)

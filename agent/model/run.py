@@ -48,6 +48,7 @@ class ModelOptions:
     policy: str = "embedded"
     rounds: int = 6  # rounds across all regions, spent by share (each region at least one)
     min_share: float = 0.02
+    max_regions: int | None = None  # at most this many tasks, the largest shares first
     compile_modes: tuple[str, ...] = ("default", "reduce-overhead", "max-autotune")
     whole_modes: tuple[str, ...] = ("default", "reduce-overhead")  # the patched model through torch.compile
     trials: int = 30  # timed whole-model calls per variant
@@ -113,6 +114,7 @@ def extract(options: ModelOptions, file: Path, say: Say) -> dict[str, Any]:
         "model_spec": options.spec,
         "out": str(options.out.resolve()),
         "min_share": options.min_share,
+        "max_regions": options.max_regions,
     }
     found = run_model_job(job, _eval(options), readable=[file.parent], writable=[options.out.resolve()])
     if "error" in found:
@@ -140,7 +142,10 @@ def optimize_tasks(options: ModelOptions, manifest: dict[str, Any], say: Say) ->
         )
         settings = options.settings.replace(rounds=rounds)
         entry = TaskEntry(key=key, path=(options.out / region["task"]).resolve(), level=None)
-        line = run_task(entry, BatchOptions(out=batch, settings=settings, policy=options.policy))
+        # no confirmation: the end-to-end step measures each region again in the model, alone and together
+        line = run_task(
+            entry, BatchOptions(out=batch, settings=settings, policy=options.policy, confirm=False)
+        )
         append_line(batch, line)
         done[key] = line
         say(
@@ -196,16 +201,7 @@ def measure(
     say(
         f"measuring the patch end to end ({len(regions)} regions; eager, torch.compile {', '.join(options.compile_modes)})"
     )
-    cuda = options.settings.device == "cuda"
-    job = {
-        "mode": "model-measure",
-        "model_spec": options.spec,
-        "root": str(options.out.resolve()),
-        "compile_modes": [m for m in options.compile_modes if cuda or m == "default"],
-        "whole_modes": [m for m in options.whole_modes if cuda or m == "default"],
-        "trials": options.trials,
-        "profile_paths": [path for r in manifest["regions"] for path in r["instances"]],
-    }
+    job = _measure_job(options, manifest)
     tries, dropped = attempts(regions, options.out), dict[str, str]()
     for attempt, used in enumerate(tries):
         figures = run_model_job(
@@ -214,9 +210,7 @@ def measure(
             readable=[file.parent, options.out.resolve()],
             writable=[],
         )
-        if "log" not in figures or attempt + 1 == len(
-            tries
-        ):  # figures, a verdict, or nothing left to leave out
+        if "log" not in figures or attempt + 1 == len(tries):  # figures, a verdict, or none left
             break
         log = options.out / f"worker-{attempt + 1}.log"
         log.write_text(str(figures["log"]))
@@ -230,6 +224,20 @@ def measure(
     figures = renumbered(dict(figures), used) | {"dropped": dropped}
     (options.out / "e2e.json").write_text(json.dumps(figures, indent=2))
     return figures
+
+
+def _measure_job(options: ModelOptions, manifest: dict[str, Any]) -> dict[str, Any]:
+    """The end-to-end job, but for its regions (``patch``)."""
+    cuda = options.settings.device == "cuda"
+    return {
+        "mode": "model-measure",
+        "model_spec": options.spec,
+        "root": str(options.out.resolve()),
+        "compile_modes": [m for m in options.compile_modes if cuda or m == "default"],
+        "whole_modes": [m for m in options.whole_modes if cuda or m == "default"],
+        "trials": options.trials,
+        "profile_paths": [path for r in manifest["regions"] for path in r["instances"]],
+    }
 
 
 def attempts(regions: list[dict[str, Any]], out: Path) -> list[list[int]]:

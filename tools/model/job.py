@@ -38,11 +38,14 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
     except spec.ModelSpecError as err:
         return {"error": str(err)}
     if job["mode"] == "model-extract":
-        return extract_regions(loaded, Path(job["out"]), float(job.get("min_share", regions.MIN_SHARE)))
+        share = float(job.get("min_share", regions.MIN_SHARE))
+        return extract_regions(loaded, Path(job["out"]), share, job.get("max_regions"))
     return measure(loaded, job)
 
 
-def extract_regions(loaded: spec.Loaded, out: Path, min_share: float) -> dict[str, Any]:
+def extract_regions(
+    loaded: spec.Loaded, out: Path, min_share: float, max_regions: int | None = None
+) -> dict[str, Any]:
     model, inputs = loaded.model, loaded.inputs
     try:
         calls = regions.record_calls(model, inputs)
@@ -65,6 +68,9 @@ def extract_regions(loaded: spec.Loaded, out: Path, min_share: float) -> dict[st
             continue
         if region.share < min_share:
             region.note = f"{region.share:.1%} of the time, under {min_share:.0%}: no task"
+            continue
+        if max_regions is not None and sum(1 for r in found if r.task) >= max_regions:
+            region.note = f"not among the {max_regions} largest (--max-regions): no task"
             continue
         path = tasks / f"r{n:02d}_{_slug(region.kind)}.py"
         made = sources[region.path]
@@ -197,6 +203,7 @@ def measure(loaded: spec.Loaded, job: dict[str, Any]) -> dict[str, Any]:
         with torch.no_grad():
             after, whole = regions.profile(model, inputs, list(job["profile_paths"]))
         out["after"] = {"regions": after, "forward": whole}
+    wrong += [f"region {name[1:]} alone in the model" for name in out.pop("wrong_alone", [])]
     cheats = guards.violations() + [f"{name} computed other values while timed" for name in wrong]
     if cheats:
         return {"error": f"rejected end to end: {'; '.join(cheats)}"}
@@ -229,12 +236,15 @@ def _keep(
     """The regions whose replacement alone makes the model faster than eager, verified
     together (none when together they are wrong)."""
     n, inputs, device = len(job["patch"]), loaded.inputs, torch.device(job["device"])
+    timed: dict[str, Any] = {}
     alone = e2e.time_variants(
         {"eager": eager} | {f"r{i}": variant({i}) for i in range(n)},
         inputs,
         device,
         int(job.get("trials", 30)),
+        timed,
     )
+    out["wrong_alone"] = e2e.timed_errors(timed, ref64, inputs, loaded_precision(job))
     kept = {i for i in range(n) if alone[f"r{i}"] * SURVIVES < alone["eager"]}
     out["alone"] = {str(i): alone["eager"] / alone[f"r{i}"] for i in range(n)}
     out["kept"] = sorted(kept)

@@ -143,7 +143,7 @@ def _check_module(path: Path, label: str) -> None:
     if not (isinstance(model, type) and issubclass(model, torch.nn.Module)):
         raise TaskError(f"{label}: Model must be a subclass of torch.nn.Module")
     for fn_name in ("get_inputs", "get_init_inputs"):
-        fn = getattr(module, fn_name)
+        fn = getattr(module, fn_name, None)
         if not callable(fn) or _required_params(fn) > 0:
             raise TaskError(f"{label}: {fn_name} must be a function taking no arguments")
     try:

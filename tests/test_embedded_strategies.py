@@ -303,6 +303,54 @@ def test_tf32x3_candidate_is_verified_by_the_engine_and_a_broken_kernel_is_caugh
     assert bad.status == Status.INCORRECT, bad.log
 
 
+MLP_GELU = Path(__file__).parent / "fixtures" / "tasks" / "mlp_gelu.py"
+
+
+def test_tf32x3_fuses_the_activation_into_the_gemm_epilogue_and_a_broken_one_is_caught(
+    monkeypatch, make_cpu_options
+):
+    """nn.GELU after a Linear, ReLU after a matmul and a tanh GELU after another go into the
+    kernel's epilogue (no pass over the GEMM's output); fc2, whose output is also the
+    residual, keeps none. Verified under the interpreter; an epilogue that drops GELU's erf
+    term is caught as incorrect."""
+    _small_gemms_qualify(monkeypatch)
+    task, analysis, specs = _analysis(MLP_GELU)
+    source = registry.build(task, next(s for s in specs if s.family == "tf32x3-gemm"), analysis)
+    body = source[source.index("def _kforge_body") :]
+    assert body.count("_kforge_linear3(") + body.count("_kforge_mm3(") == 4, body
+    for act in ("'gelu'", "'relu'", "'gelu_tanh'"):
+        assert body.count(act) == 1, (act, body)
+    assert "gelu(" not in body.replace("_kforge", "") and "relu(" not in body.replace("_kforge", "")
+    broken = source.replace("(1.0 + tl.erf(", "(1.0 + 0.0 * tl.erf(")
+    assert broken != source
+    good, bad = evaluate_many(load_task(MLP_GELU), [source, broken], make_cpu_options())
+    assert good.status == Status.OK and good.correct, good.log
+    assert good.fp64_rel_err is not None and good.fp64_rel_err < 1e-5
+    assert bad.status == Status.INCORRECT, bad.log
+
+
+def test_matmul_tf32x3_epilogue_activations_match_torch_under_the_interpreter():
+    code = """
+import torch, torch.nn.functional as F
+import matmul_tf32x3_triton as mt
+torch.manual_seed(0)
+a, b, bias = torch.randn(2, 40, 96), torch.randn(96, 24), torch.randn(24)
+want = {"relu": torch.relu, "gelu": F.gelu, "gelu_tanh": lambda t: F.gelu(t, approximate="tanh")}
+worst = 0.0
+for act, fn in want.items():
+    for x in (a, a[0]):
+        y = mt.matmul_tf32x3(x, b, bias, act=act)
+        r = fn(x.double() @ b.double() + bias.double())
+        worst = max(worst, float((y.double() - r).abs().max() / r.abs().max()))
+try:
+    mt.matmul_tf32x3(a[0], b, act="silu")
+except ValueError as err:
+    print(worst, "refused" if "unknown activation" in str(err) else err)
+"""
+    err, said = _interpreted(code).split(" ", 1)
+    assert float(err) < 1e-6 and said == "refused"
+
+
 def _interpreted(code: str) -> str:
     """The last line ``code`` prints, run with the example candidates importable in a process
     with TRITON_INTERPRET=1 (Triton reads it at import)."""

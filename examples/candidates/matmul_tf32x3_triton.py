@@ -10,8 +10,9 @@ share, dominates), at three tensor-core passes instead of one FP32 pass.
 ``tl.dot(..., input_precision="tf32x3")`` does the split in registers.
 
 ``matmul_tf32x3(a, b, bias)`` takes 2-D or batched 3-D operands with any strides,
-broadcasts a 2-D ``b`` over a batch, and adds ``bias`` over the last dimension in the
-epilogue. The operands are first laid out as the tensor cores read them fastest (A
+broadcasts a 2-D ``b`` over a batch, and in the epilogue adds ``bias`` over the last
+dimension and applies an activation (ReLU, GELU with erf or tanh) to the accumulator in
+registers, which costs no pass over the output. The operands are first laid out as the tensor cores read them fastest (A
 M-major, B K-major, K zero-padded to a multiple of 64, aligned rows) when that copy is
 cheap beside the GEMM. Tile sizes are autotuned per (M, N, K). A 2-D GEMM with too few
 output tiles to fill the GPU and a long K (KernelBench L1 6: 256 x 524288 x 256, four
@@ -41,7 +42,7 @@ def matmul_tf32x3_kernel(
     stride_ab, stride_am, stride_ak,
     stride_bb, stride_bk, stride_bn,
     stride_cb, stride_cm, stride_cn,
-    HAS_BIAS: tl.constexpr, RELU: tl.constexpr,
+    HAS_BIAS: tl.constexpr, ACT: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
 ):
     # Grouped tile order: GROUP_M row-tiles reuse the same B column tiles while in L2.
@@ -74,8 +75,13 @@ def matmul_tf32x3_kernel(
 
     if HAS_BIAS:
         acc += tl.load(bias_ptr + offs_n, mask=mask_n, other=0.0)[None, :]
-    if RELU:
+    if ACT == 1:  # ReLU
         acc = tl.maximum(acc, 0.0)
+    elif ACT == 2:  # GELU, erf form (nn.GELU())
+        acc = 0.5 * acc * (1.0 + tl.erf(acc * 0.7071067811865476))
+    elif ACT == 3:  # GELU, tanh form (nn.GELU("tanh")): 0.5 x (1 + tanh u) = x sigmoid(2u)
+        u = 0.7978845608028654 * (acc + 0.044715 * acc * acc * acc)
+        acc = acc * tl.sigmoid(2.0 * u)
     c_ptrs = c_ptr + batch * stride_cb + offs_m[:, None].to(tl.int64) * stride_cm + offs_n[None, :] * stride_cn
     tl.store(c_ptrs, acc, mask=mask_m[:, None] & mask_n[None, :])
 
@@ -135,9 +141,25 @@ def _b_operand(b: torch.Tensor, kp: int) -> torch.Tensor:
     return buf.transpose(1, 2)
 
 
+ACTIVATIONS = {None: 0, "relu": 1, "gelu": 2, "gelu_tanh": 3}  # the kernel's ACT
+
+
+def _activate(c: torch.Tensor, act: str | None) -> torch.Tensor:
+    """The epilogue's activation in torch (after a split-K sum)."""
+    if act == "relu":
+        return torch.relu_(c)
+    if act in ("gelu", "gelu_tanh"):
+        return torch.nn.functional.gelu(c, approximate="tanh" if act == "gelu_tanh" else "none")
+    return c
+
+
 def matmul_tf32x3(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None,
-                  relu: bool = False) -> torch.Tensor:
-    """a @ b (+ bias) (then ReLU) for fp32 a of shape (M, K) or (B, M, K), b of (K, N) or (B, K, N)."""
+                  relu: bool = False, act: str | None = None) -> torch.Tensor:
+    """act(a @ b (+ bias)) for fp32 a of shape (M, K) or (B, M, K), b of (K, N) or (B, K, N);
+    ``act`` a key of ACTIVATIONS (``relu=True`` is "relu")."""
+    act = "relu" if relu else act
+    if act not in ACTIVATIONS:
+        raise ValueError(f"unknown activation {act!r}: relu, gelu or gelu_tanh")
     if a.dtype != torch.float32 or b.dtype != torch.float32:
         raise TypeError("matmul_tf32x3 expects fp32 tensors")
     batched = a.dim() == 3
@@ -154,7 +176,7 @@ def matmul_tf32x3(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = 
         c2 = parts.sum(0)
         if bias is not None:
             c2 += bias
-        return torch.relu_(c2) if relu else c2
+        return _activate(c2, act)
     kp = -(-K // K_ALIGN) * K_ALIGN
     flops = 2.0 * batch * M * N * K
     if kp != K or _worth_copying(a3, flops):  # a K that needs padding pads both operands
@@ -172,7 +194,7 @@ def matmul_tf32x3(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = 
         a3.stride(0), a3.stride(1), a3.stride(2),
         b3.stride(0) if b3.shape[0] > 1 else 0, b3.stride(1), b3.stride(2),
         c.stride(0), c.stride(1), c.stride(2),
-        HAS_BIAS=bias is not None, RELU=relu, **fixed,
+        HAS_BIAS=bias is not None, ACT=ACTIVATIONS[act], **fixed,
     )
     return c if batched else c[0]
 

@@ -43,16 +43,16 @@ MIN_SPLIT_K = 65536
 EINSUM_MATMUL = re.compile(r"^\s*([a-z]*)([a-z])\s*,\s*\2([a-z])\s*->\s*\1\3\s*$")
 
 HELPERS = '''
-def _kforge_mm3(a, b, bias=None):
-    """a @ b (+ bias) with the 3xTF32 kernel: 2-D @ 2-D, 3-D @ 3-D, or N-D @ 2-D."""
+def _kforge_mm3(a, b, bias=None, act=None):
+    """act(a @ b (+ bias)) with the 3xTF32 kernel: 2-D @ 2-D, 3-D @ 3-D, or N-D @ 2-D."""
     if a.dim() == b.dim() and a.dim() in (2, 3):
-        return matmul_tf32x3(a, b, bias)
-    out = matmul_tf32x3(a.reshape(-1, a.shape[-1]), b, bias)
+        return matmul_tf32x3(a, b, bias, act=act)
+    out = matmul_tf32x3(a.reshape(-1, a.shape[-1]), b, bias, act=act)
     return out.reshape(*a.shape[:-1], b.shape[-1])
 
 
-def _kforge_linear3(x, weight, bias=None):
-    return _kforge_mm3(x, weight.t(), bias)
+def _kforge_linear3(x, weight, bias=None, act=None):
+    return _kforge_mm3(x, weight.t(), bias, act)
 '''
 
 
@@ -69,14 +69,64 @@ def _kforge_conv3(
     return torch.nn.functional.conv2d(x, weight, bias, stride, padding, dilation)
 
 
-def _kforge_mm3(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+def _activate(out: torch.Tensor, act: str | None) -> torch.Tensor:
+    if act == "relu":
+        return torch.relu(out)
+    if act in ("gelu", "gelu_tanh"):
+        return torch.nn.functional.gelu(out, approximate="tanh" if act == "gelu_tanh" else "none")
+    return out
+
+
+def _kforge_mm3(
+    a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None, act: str | None = None
+) -> torch.Tensor:
     """What the emitted call computes (shape propagation runs it on meta tensors)."""
     out = torch.matmul(a, b)
-    return out if bias is None else out + bias
+    return _activate(out if bias is None else out + bias, act)
 
 
-def _kforge_linear3(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    return torch.nn.functional.linear(x, weight, bias)
+def _kforge_linear3(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, act: str | None = None
+) -> torch.Tensor:
+    return _activate(torch.nn.functional.linear(x, weight, bias), act)
+
+
+def activation(gm: torch.fx.GraphModule, node: torch.fx.Node) -> str | None:
+    """The epilogue name of ``node`` when it is ReLU or GELU (erf or tanh) of one tensor, as a
+    function, a method or a module (``nn.ReLU``, ``nn.GELU``); ATen's forms too. In-place
+    forms are left alone (they write into a tensor something else may read)."""
+    aten = torch.ops.aten
+    functional = torch.nn.functional
+    if node.op == "call_module":
+        module = gm.get_submodule(str(node.target))
+        if type(module) is torch.nn.ReLU and not module.inplace:
+            return "relu"
+        if type(module) is torch.nn.GELU:
+            return "gelu_tanh" if module.approximate == "tanh" else "gelu"
+        return None
+    if fx_rewrite._is_call(node, (torch.relu, functional.relu, aten.relu.default), ("relu",)):
+        return "relu" if len(node.args) == 1 and not node.kwargs.get("inplace") else None
+    if fx_rewrite._is_call(node, (functional.gelu, aten.gelu.default), ("gelu",)) and len(node.args) == 1:
+        approximate = node.kwargs.get("approximate", "none")
+        extra = set(node.kwargs) - {"approximate"}
+        return None if extra else {"none": "gelu", "tanh": "gelu_tanh"}.get(str(approximate))
+    return None
+
+
+def fuse_activation(gm: torch.fx.GraphModule, new: torch.fx.Node) -> bool:
+    """Move the GEMM's activation into its epilogue when the activation is its only user."""
+    users = list(new.users)
+    if len(users) != 1:
+        return False
+    act = activation(gm, users[0])
+    if act is None or users[0].args[0] is not new:
+        return False
+    args = list(new.args) + [None] * (3 - len(new.args))
+    new.args = (*args[:3], act)
+    new.meta.update(users[0].meta)
+    users[0].replace_all_uses_with(new)
+    gm.graph.erase_node(users[0])
+    return True
 
 
 def _meta(node: Any) -> torch.Tensor | None:
@@ -136,6 +186,7 @@ def replace_gemms(gm: torch.fx.GraphModule) -> int:
                 new = graph.create_node("call_function", _kforge_mm3, operands, name="gemm3")
         new.meta.update(node.meta)  # the same output: a GEMM after it still sees its input's shape
         node.replace_all_uses_with(new)
+        fuse_activation(gm, new)
         fired += 1
     return fired
 

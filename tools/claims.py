@@ -78,27 +78,25 @@ def hidden_time_reason(
     block: int,
     round_trip_ms: float,
     echoes: list[float] | None = None,
-) -> tuple[str, str]:
-    """(reason to reject, or "", a line for the log). ``candidate`` and each ``trusted`` slot
-    are (block walls, claimed times), all from the same rounds; ``echoes``, the trusted echo's
-    round trip before each candidate block."""
+) -> tuple[str, str, bool]:
+    """(reason to reject, or "", a line for the log, whether the pass is doubtful).
+    ``candidate`` and each ``trusted`` slot are (block walls, claimed times), all from the
+    same rounds; ``echoes``, the trusted echo's round trip before each candidate block. A pass
+    is doubtful when only the trusted side's noise let it through: on a quiet host the same
+    hidden time would be rejected (the judge times again before it believes it)."""
     waits = echoes or []
     mine = unexplained_ms(*candidate, block, waits)
     theirs = [x for walls, claims in trusted for x in unexplained_ms(walls, claims, block)]
     if len(mine) < MIN_BLOCKS or len(theirs) < MIN_BLOCKS:
-        return "", f"wall-clock check: not made ({len(mine)} candidate blocks, {MIN_BLOCKS} needed)"
+        return "", f"wall-clock check: not made ({len(mine)} candidate blocks, {MIN_BLOCKS} needed)", False
     # The noise is the trusted side's: the candidate's own spread grows with the work it hides.
     baseline, centre = statistics.median(theirs), statistics.median(mine)
     noise = statistics.median(abs(x - baseline) for x in theirs)
     ipc = min(round_trip_ms, IPC_CAP_MS) / block
     hidden = centre - baseline - ipc
     claimed = statistics.median(candidate[1])
-    allowed = max(
-        HIDDEN_FRACTION * claimed,
-        4 * noise,
-        OVERHEAD_JITTER * abs(baseline),
-        HIDDEN_FLOOR_MS.get(device, 0.5),
-    )
+    quiet = max(HIDDEN_FRACTION * claimed, HIDDEN_FLOOR_MS.get(device, 0.5))
+    allowed = max(quiet, 4 * noise, OVERHEAD_JITTER * abs(baseline))
     line = (
         f"wall-clock check: {hidden:.4f} ms a call not explained by the claims "
         f"(allowed {allowed:.4f}; eager's unexplained {baseline:.4f} +- {noise:.4f}, round trip {round_trip_ms:.3f}"
@@ -110,8 +108,9 @@ def hidden_time_reason(
             f"timing claims do not add up: the judge's clock saw {hidden:.3f} ms a call more than the "
             f"candidate claims ({claimed:.3f} ms): work outside the timed region, or a forged clock",
             line,
+            False,
         )
-    return "", line
+    return "", line, hidden > quiet
 
 
 def light_floor_ms(moved_bytes: float, copy_gbps: float | None) -> float | None:

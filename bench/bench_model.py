@@ -49,6 +49,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--candidates", type=int, default=3)
     parser.add_argument("--min-share", type=float, default=0.03)
+    parser.add_argument("--max-regions", type=int, default=None, help="tasks for the N largest regions only")
     parser.add_argument("--out", type=Path, default=Path("kforge-bench-model"))
     parser.add_argument(
         "--compile-modes", default="default,reduce-overhead,max-autotune", help="torch.compile baselines"
@@ -63,7 +64,7 @@ def main() -> None:
         )
         out = args.out / f"{name}-{args.precision}"
         options = ModelOptions(spec=spec, out=out, settings=settings.replace(out=out / "batch" / "runs"))
-        options.rounds, options.min_share = args.rounds, args.min_share
+        options.rounds, options.min_share, options.max_regions = args.rounds, args.min_share, args.max_regions
         options.compile_modes = tuple(args.compile_modes.split(","))
         try:
             r = optimize_model(options, say=lambda m: print(m) if isinstance(m, str) else None)

@@ -112,3 +112,22 @@ def test_endpoint_errors_are_typed_one_line_and_recorded():
     assert "\n" not in str(err.value)
     assert [c.error.split(":")[0] for c in calls] == ["AuthError", "PromptTooLong", "EndpointUnreachable"]
     assert all(c.messages[-1]["content"].startswith("You are kforge's planner") for c in calls)
+
+
+def test_the_planner_retrieves_only_for_a_policy_that_reads_documents(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The embedded policy reads no documents: loading the store and the embedding model for it
+    cost some 9 s of CPU a run. The LLM policy's prompts carry them."""
+    from types import SimpleNamespace
+
+    from kforge.agent.nodes import planner
+    from kforge.agent.policy.embedded import EmbeddedPolicy
+
+    calls: list[str] = []
+    monkeypatch.setattr(planner, "retrieve_docs", lambda task, hardware, budget: calls.append(task) or [])
+    settings = SimpleNamespace(retrieval=True, retrieval_budget_chars=100)
+    for policy, expected in ((EmbeddedPolicy(), []), (LLMPolicy(client=None, device="cpu"), ["task"])):  # type: ignore[arg-type]
+        calls.clear()
+        planner._docs(SimpleNamespace(settings=settings, policy=policy, task="task", hardware=None))  # type: ignore[arg-type]
+        assert calls == expected, policy.name

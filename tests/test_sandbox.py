@@ -250,6 +250,15 @@ def test_shared_pages_of_forked_children_count_once(
     assert result.status == Status.OK, (result.status, result.log[-1500:])
 
 
+def test_the_watchdog_reads_the_proportional_size_only_past_the_limit() -> None:
+    """The resident sizes (cheap) bound the proportional one (a walk of every mapping) from above:
+    within the limit they answer, past it the proportional size decides, as the fork bomb needs."""
+    from kforge.tools.process import _rss_kb
+
+    resident, proportional = _rss_kb(os.getpid(), float("inf")), _rss_kb(os.getpid(), 0.0)
+    assert 0 < proportional <= resident
+
+
 def test_the_default_memory_limit_fits_this_host() -> None:
     from kforge.tools.evaluate import default_memory_gb
 

@@ -133,7 +133,7 @@ def _watch(watched: list[_Watched], limits: Limits, start: float, grace_s: float
                     _kill_group(w.proc)
                 break
             for w in watched:
-                if w.proc.poll() is None and _rss_kb(w.proc.pid) > mem_limit_kb:
+                if w.proc.poll() is None and _rss_kb(w.proc.pid, mem_limit_kb) > mem_limit_kb:
                     w.out_of_memory = True
                     _kill_group(w.proc)
             time.sleep(0.05)

@@ -40,7 +40,9 @@ def _baseline(rc: RunContext) -> dict[str, Any]:
 
 
 def _docs(rc: RunContext) -> list[dict[str, Any]]:
-    if not rc.settings.retrieval:
+    # A policy that reads no documents (the embedded one) gets none: loading the embedding
+    # model and the store costs some 9 s of CPU a run for nothing it would use.
+    if not rc.settings.retrieval or not getattr(rc.policy, "reads_docs", True):
         return []
     try:
         docs = retrieve_docs(rc.task, rc.hardware, rc.settings.retrieval_budget_chars)

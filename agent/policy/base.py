@@ -68,6 +68,7 @@ class Proposal:
 
 class Policy(Protocol):
     name: str
+    reads_docs: bool  # whether plan/propose read ctx.docs (the planner retrieves only for a policy that does)
 
     def plan(self, ctx: Context) -> str:
         """The planner: a short plan for this task (what to try, in what order, why)."""

@@ -30,6 +30,7 @@ CATALOGUE_DEPTH = 3
 
 class EmbeddedPolicy:
     name = "embedded"
+    reads_docs = False  # its strategies come from the task's features and the ranker, not from documents
 
     def __init__(
         self,

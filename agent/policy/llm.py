@@ -123,6 +123,7 @@ def openai_client(settings: RunSettings) -> OpenAIChatClient:
 
 class LLMPolicy:
     name = "llm"
+    reads_docs = True  # the prompts carry the retrieved documents
 
     def __init__(
         self,

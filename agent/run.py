@@ -28,7 +28,7 @@ from langgraph.types import Command
 from ..tools.hardware import detect_gpu
 from ..tools.output import output_folder
 from ..tools.result import Result
-from ..tools.task import Task, load_task
+from ..tools.task import Task, TaskError, load_task
 from .checkpoint import open_graph
 from .context import RunContext
 from .evaluator import EngineEvaluator, Evaluator
@@ -82,7 +82,10 @@ def new_run(task_path: Path, settings: RunSettings, *, check_import: bool = True
     shutil.copyfile(task.path, run_dir / "task" / task.path.name)
     meta = {"run_id": run_id, "task": f"task/{task.path.name}", "settings": settings.to_json()}
     (run_dir / "run.json").write_text(json.dumps(meta, indent=2))
-    return run_id, run_dir, load_task(run_dir / "task" / task.path.name, check_import=check_import)
+    copied = load_task(run_dir / "task" / task.path.name, check_import=False)  # checked above: same bytes
+    if copied.hash != task.hash:
+        raise TaskError(f"{task.path}: changed while it was copied into {run_dir}; run again")
+    return run_id, run_dir, copied
 
 
 def saved_settings(run_dir: Path) -> dict[str, Any]:

@@ -55,7 +55,11 @@ def test_batch_over_a_list_records_every_task_and_summarises(tmp_path, env):
     listing.write_text("".join(f"{FIXTURES / 'tasks' / n}.py\n" for n in names))
     out = tmp_path / "batch"
     done = subprocess.run(
-        [*CLI, str(listing), *CONFIRMED, "--out", str(out)], env=env, capture_output=True, text=True, timeout=600
+        [*CLI, str(listing), *CONFIRMED, "--out", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert done.returncode == 3, done.stderr[-3000:]  # not_a_task is invalid
     lines = {x["task"]: x for x in _lines(out)}

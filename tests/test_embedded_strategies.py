@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import copy
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -432,6 +433,69 @@ def test_tf32x3_conv_candidate_is_verified_by_the_engine_and_a_broken_kernel_is_
     good, bad = evaluate_many(load_task(path), [source, broken], make_cpu_options())
     assert good.status == Status.OK and good.correct, good.log
     assert bad.status == Status.INCORRECT, bad.log
+
+
+CONV_BN_RELU = Path(__file__).parent / "fixtures" / "tasks" / "conv_bn_relu.py"
+
+
+def test_tf32x3_conv_folds_an_eval_batchnorm_and_fuses_the_relu_and_a_wrong_fold_is_caught(
+    monkeypatch, make_cpu_options
+):
+    """Conv2d + BatchNorm (eval) + ReLU becomes one 3xTF32 convolution with the norm folded into
+    its weight and bias and the ReLU in its epilogue; a Conv2d + ReLU gets the epilogue alone; a
+    norm whose input is read again stays. A training-mode BatchNorm (conv_relu) is never folded.
+    Verified under the interpreter; a fold that forgets the running mean is caught as incorrect."""
+    monkeypatch.setattr(tf32x3, "MIN_TILES", 1)
+    monkeypatch.setattr(tf32x3, "MIN_CONV_K", 1)
+    _, training, _ = _analysis(FIXTURES / "conv_relu.py")
+    assert "_kforge_conv3_bn(" not in training.conv3[0].method and "torch.relu(" in training.conv3[0].method
+    task, analysis, specs = _analysis(CONV_BN_RELU)
+    body = analysis.conv3[0].method
+    assert body.count("_kforge_conv3_bn(") == 1 and body.count("_kforge_conv3(") == 2, body
+    assert "self.bn1(" not in body and "relu(" not in body.replace("_kforge", "") and "self.bn3(" in body
+    relu = re.findall(r"_kforge_conv3(?:_bn)?\(.*?, (True|False)\)", body)
+    assert relu == ["True", "True", "False"], body  # conv1 + bn1 + ReLU, conv2 + ReLU, conv3 alone
+    source = registry.build(task, next(s for s in specs if s.family == "tf32x3-conv"), analysis)
+    assert static_cheats(source, task.source, "fp32") == []
+    broken = source.replace("shift = -mean.double() * scale", "shift = 0.0 * scale")
+    assert broken != source
+    good, bad = evaluate_many(load_task(CONV_BN_RELU), [source, broken], make_cpu_options())
+    assert good.status == Status.OK and good.correct, good.log
+    assert good.fp64_rel_err is not None and good.fp64_rel_err < 1e-5
+    assert bad.status == Status.INCORRECT, bad.log
+
+
+def test_the_fold_is_computed_again_when_the_weights_change():
+    """The folded weight is kept between calls and computed again after the norm's statistics
+    or the convolution's weight change in place (a loaded state dict, an optimizer step)."""
+    from kforge.agent.policy.strategies import conv_fold
+
+    namespace: dict = {"torch": torch}
+    exec(conv_fold.CONV_HELPERS, namespace)
+    calls = []
+    namespace["conv2d_tf32x3"] = lambda x, w, b, *args, relu: (
+        calls.append((w, b)) or torch.nn.functional.conv2d(x, w, b, *args)
+    )
+    conv, bn = torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4).eval()
+    with torch.no_grad():
+        bn.running_mean.uniform_(-1, 1)
+    x = torch.randn(1, 3, 6, 6)
+
+    def run():
+        out = namespace["_kforge_conv3_bn"](x, conv.weight, conv.bias, bn.weight, bn.bias, bn.running_mean,
+                                            bn.running_var, bn.eps, (1, 1), (0, 0), (1, 1))  # fmt: skip
+        torch.testing.assert_close(out, bn(conv(x)), rtol=1e-5, atol=1e-5)
+
+    run()
+    run()
+    assert calls[0][0] is calls[1][0], "kept between calls"
+    with torch.no_grad():
+        bn.running_mean.add_(1.0)
+    run()
+    with torch.no_grad():
+        conv.weight.mul_(2.0)
+    run()
+    assert len({id(w) for w, _ in calls}) == 3
 
 
 def test_on_a_cpu_prior_triton_kernels_of_large_tasks_are_skipped_with_a_reason():

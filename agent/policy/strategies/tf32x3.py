@@ -9,6 +9,8 @@ mm / bmm / ``@`` and matrix-shaped einsum whose shapes give the tensor cores eno
 activation that is the GEMM's only user (ReLU, GELU with erf or tanh) moves into the
 kernel's epilogue, applied to the accumulator before the store: a transformer MLP's GELU
 then costs no pass over its 4x-wide hidden activation (not yet timed on a GPU).
+A convolution takes the eval-mode BatchNorm and the ReLU after it the same way
+(:mod:`.conv_fold`).
 
 This is not a precision class: 3xTF32 keeps about 22 of fp32's 24 significand bits per
 product and accumulates in fp32, and on KernelBench's GEMMs its error against a float64
@@ -28,7 +30,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from . import fx_rewrite
+from . import conv_fold, fx_rewrite
 from .corpus_kernels import prior_kernel
 from .source import Body, Spec
 
@@ -59,19 +61,6 @@ def _kforge_linear3(x, weight, bias=None, act=None):
 '''
 
 
-CONV_HELPERS = """
-def _kforge_conv3(x, weight, bias, stride, padding, dilation):
-    return conv2d_tf32x3(x, weight, bias, stride, padding, dilation)
-"""
-
-
-def _kforge_conv3(
-    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, stride: Any, padding: Any, dilation: Any
-) -> torch.Tensor:
-    """What the emitted convolution call computes (for shape propagation on meta tensors)."""
-    return torch.nn.functional.conv2d(x, weight, bias, stride, padding, dilation)
-
-
 def _activate(out: torch.Tensor, act: str | None) -> torch.Tensor:
     if act == "relu":
         return torch.relu(out)
@@ -94,34 +83,12 @@ def _kforge_linear3(
     return _activate(torch.nn.functional.linear(x, weight, bias), act)
 
 
-def activation(gm: torch.fx.GraphModule, node: torch.fx.Node) -> str | None:
-    """The epilogue name of ``node`` when it is ReLU or GELU (erf or tanh) of one tensor, as a
-    function, a method or a module (``nn.ReLU``, ``nn.GELU``); ATen's forms too. In-place
-    forms are left alone (they write into a tensor something else may read)."""
-    aten = torch.ops.aten
-    functional = torch.nn.functional
-    if node.op == "call_module":
-        module = gm.get_submodule(str(node.target))
-        if type(module) is torch.nn.ReLU and not module.inplace:
-            return "relu"
-        if type(module) is torch.nn.GELU:
-            return "gelu_tanh" if module.approximate == "tanh" else "gelu"
-        return None
-    if fx_rewrite._is_call(node, (torch.relu, functional.relu, aten.relu.default), ("relu",)):
-        return "relu" if len(node.args) == 1 and not node.kwargs.get("inplace") else None
-    if fx_rewrite._is_call(node, (functional.gelu, aten.gelu.default), ("gelu",)) and len(node.args) == 1:
-        approximate = node.kwargs.get("approximate", "none")
-        extra = set(node.kwargs) - {"approximate"}
-        return None if extra else {"none": "gelu", "tanh": "gelu_tanh"}.get(str(approximate))
-    return None
-
-
 def fuse_activation(gm: torch.fx.GraphModule, new: torch.fx.Node) -> bool:
     """Move the GEMM's activation into its epilogue when the activation is its only user."""
     users = list(new.users)
     if len(users) != 1:
         return False
-    act = activation(gm, users[0])
+    act = fx_rewrite.activation(gm, users[0])
     if act is None or users[0].args[0] is not new:
         return False
     args = list(new.args) + [None] * (3 - len(new.args))
@@ -264,9 +231,20 @@ def replace_convs(gm: torch.fx.GraphModule) -> int:
         with graph.inserting_before(node):
             weight = graph.get_attr(f"{node.target}.weight")
             bias = graph.get_attr(f"{node.target}.bias") if conv.bias is not None else None
-            args = (node.args[0], weight, bias, tuple(conv.stride), tuple(conv.padding), tuple(conv.dilation))
-            new = graph.create_node("call_function", _kforge_conv3, args, name="conv3")
+            args = (
+                node.args[0],
+                weight,
+                bias,
+                tuple(conv.stride),
+                tuple(conv.padding),
+                tuple(conv.dilation),
+                False,
+            )
+            new = graph.create_node("call_function", conv_fold._kforge_conv3, args, name="conv3")
+        new.meta.update(node.meta)
         node.replace_all_uses_with(new)
+        graph.erase_node(node)
+        conv_fold.fuse_epilogue(gm, new)  # an eval-mode BatchNorm folded in, a ReLU in the epilogue
         fired += 1
     return fired
 
@@ -292,9 +270,10 @@ GEMM = _Family(
     "fp32 GEMMs on tensor cores at fp32 accuracy (3xTF32 Triton kernel, tiles autotuned)",
 )  # fmt: skip
 CONV = _Family(
-    "tf32x3-conv", "tf32x3-conv", "tf32x3-conv", replace_convs, CONV_KERNEL_FILE, CONV_HELPERS,
-    {"_kforge_conv3": _kforge_conv3},
-    "fp32 convolutions on tensor cores at fp32 accuracy (3xTF32 implicit GEMM, bias fused, tiles autotuned)",
+    "tf32x3-conv", "tf32x3-conv", "tf32x3-conv", replace_convs, CONV_KERNEL_FILE, conv_fold.CONV_HELPERS,
+    conv_fold.HELPERS,
+    "fp32 convolutions on tensor cores at fp32 accuracy (3xTF32 implicit GEMM; bias, an eval-mode"
+    " BatchNorm and a ReLU fused; tiles autotuned)",
 )  # fmt: skip
 
 

@@ -1,0 +1,152 @@
+"""What follows a 3xTF32 convolution, moved into it (family ``tf32x3-conv``): a BatchNorm in
+eval mode folded into the convolution's weight and bias, and a ReLU into the kernel's epilogue.
+
+Conv2d + BatchNorm (running statistics) + ReLU is the block of a ResNet in inference. Eager
+runs it as three passes over the activation (the convolution, the norm, the ReLU); folded,
+the norm is a per-channel scale of the weight and a bias, computed once, and the ReLU is
+applied to the accumulator before the kernel's one store: one pass, on tensor cores at fp32
+accuracy. The fold is computed in float64 and rounded once to fp32, from the tensors the
+module holds when it runs (so the weights the verifier loads are the ones folded), and again
+whenever one of them is changed or replaced.
+
+A BatchNorm in training mode (batch statistics: KernelBench's default) is left alone, as is
+one whose output something else reads too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.fx
+
+from . import fx_rewrite
+
+CONV_HELPERS = '''
+def _kforge_conv3(x, weight, bias, stride, padding, dilation, relu=False):
+    return conv2d_tf32x3(x, weight, bias, stride, padding, dilation, relu=relu)
+
+
+def _kforge_conv3_bn(x, weight, bias, bn_weight, bn_bias, mean, var, eps, stride, padding, dilation, relu=False):
+    """An eval-mode BatchNorm after the convolution, folded into its weight and bias."""
+    weight, bias = _kforge_folded(weight, bias, bn_weight, bn_bias, mean, var, eps)
+    return conv2d_tf32x3(x, weight, bias, stride, padding, dilation, relu=relu)
+
+
+@torch.compiler.disable
+def _kforge_folded(weight, bias, bn_weight, bn_bias, mean, var, eps):
+    """weight * s and (bias - mean) * s + bn_bias with s = bn_weight / sqrt(var + eps), in
+    float64 rounded once to fp32; kept on the weight until one of the tensors changes."""
+    parts = (weight, bias, bn_weight, bn_bias, mean, var)
+    key = tuple(None if t is None else (t.data_ptr(), t._version) for t in parts) + (eps,)
+    kept = getattr(weight, "_kforge_fold", None)
+    if kept is not None and kept[0] == key:
+        return kept[1], kept[2]
+    with torch.no_grad():
+        scale = torch.rsqrt(var.double() + eps)
+        if bn_weight is not None:
+            scale = scale * bn_weight.double()
+        shift = -mean.double() * scale
+        if bias is not None:
+            shift = shift + bias.double() * scale
+        if bn_bias is not None:
+            shift = shift + bn_bias.double()
+        folded = (weight.double() * scale.view(-1, 1, 1, 1)).float().contiguous(), shift.float()
+    weight._kforge_fold = (key, *folded)
+    return folded
+'''
+
+
+def _kforge_conv3(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    stride: Any,
+    padding: Any,
+    dilation: Any,
+    relu: bool = False,
+) -> torch.Tensor:
+    """What the emitted convolution call computes (shape propagation runs it on meta tensors)."""
+    out = torch.nn.functional.conv2d(x, weight, bias, stride, padding, dilation)
+    return torch.relu(out) if relu else out
+
+
+def _kforge_conv3_bn(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    bn_weight: torch.Tensor | None,
+    bn_bias: torch.Tensor | None,
+    mean: torch.Tensor,
+    var: torch.Tensor,
+    eps: float,
+    stride: Any,
+    padding: Any,
+    dilation: Any,
+    relu: bool = False,
+) -> torch.Tensor:
+    out = torch.nn.functional.conv2d(x, weight, bias, stride, padding, dilation)
+    out = torch.nn.functional.batch_norm(out, mean, var, bn_weight, bn_bias, False, 0.0, eps)
+    return torch.relu(out) if relu else out
+
+
+HELPERS: dict[str, Callable[..., Any]] = {
+    "_kforge_conv3": _kforge_conv3,
+    "_kforge_conv3_bn": _kforge_conv3_bn,
+}
+
+
+def _sole_user(node: torch.fx.Node) -> torch.fx.Node | None:
+    users = list(node.users)
+    if len(users) != 1 or not users[0].args or users[0].args[0] is not node:
+        return None
+    return users[0]
+
+
+def _foldable(gm: torch.fx.GraphModule, node: torch.fx.Node) -> torch.nn.BatchNorm2d | None:
+    """The BatchNorm2d module ``node`` calls, when it normalizes with its running statistics."""
+    if node.op != "call_module" or len(node.args) != 1 or node.kwargs:
+        return None
+    bn = gm.get_submodule(str(node.target))
+    if (
+        type(bn) is not torch.nn.BatchNorm2d
+        or bn.training
+        or bn.running_mean is None
+        or bn.running_var is None
+    ):
+        return None
+    return bn
+
+
+def _fold_norm(gm: torch.fx.GraphModule, conv: torch.fx.Node) -> torch.fx.Node:
+    """``conv`` (a ``_kforge_conv3`` call) and its BatchNorm as one ``_kforge_conv3_bn`` call."""
+    norm = _sole_user(conv)
+    bn = _foldable(gm, norm) if norm is not None else None
+    if norm is None or bn is None:
+        return conv
+    graph, target = gm.graph, str(norm.target)
+    x, weight, bias, stride, padding, dilation, relu = conv.args
+    with graph.inserting_before(norm):
+        names = ("weight", "bias", "running_mean", "running_var")
+        attrs = [graph.get_attr(f"{target}.{n}") if getattr(bn, n) is not None else None for n in names]
+        args = (x, weight, bias, *attrs, float(bn.eps), stride, padding, dilation, relu)
+        fused = graph.create_node("call_function", _kforge_conv3_bn, args, name="conv3_bn")
+    fused.meta.update(norm.meta)
+    norm.replace_all_uses_with(fused)
+    graph.erase_node(norm)
+    graph.erase_node(conv)
+    return fused
+
+
+def fuse_epilogue(gm: torch.fx.GraphModule, conv: torch.fx.Node) -> None:
+    """Fold the BatchNorm that is ``conv``'s only user, then move the ReLU that is the result's
+    only user into the kernel (the call's last argument)."""
+    node = _fold_norm(gm, conv)
+    act = _sole_user(node)
+    if act is None or fx_rewrite.activation(gm, act) != "relu":
+        return
+    node.args = (*node.args[:-1], True)
+    node.meta.update(act.meta)
+    act.replace_all_uses_with(node)
+    gm.graph.erase_node(act)

@@ -85,19 +85,21 @@ def _linear_parts(gm: torch.fx.GraphModule, node: Node) -> tuple[Node, Node, Nod
 
 def activation(gm: torch.fx.GraphModule, node: Node) -> str | None:
     """The epilogue name of ``node`` when it is ReLU or GELU (erf or tanh) of one tensor, as a
-    function, a method or a module (``nn.ReLU``, ``nn.GELU``); ATen's forms too. In-place
-    forms are left alone (they write into a tensor something else may read)."""
+    function, a method or a module (``nn.ReLU``, ``nn.GELU``); ATen's forms too. In-place ReLU
+    counts (torchvision's ResNet uses it): the callers fuse an activation only when it is its
+    input's sole user, so nothing else reads the tensor it would have written into."""
     aten = torch.ops.aten
     functional = torch.nn.functional
     if node.op == "call_module":
         module = gm.get_submodule(str(node.target))
-        if type(module) is torch.nn.ReLU and not module.inplace:
+        if type(module) is torch.nn.ReLU:
             return "relu"
         if type(module) is torch.nn.GELU:
             return "gelu_tanh" if module.approximate == "tanh" else "gelu"
         return None
-    if _is_call(node, (torch.relu, functional.relu, aten.relu.default), ("relu",)):
-        return "relu" if len(node.args) == 1 and not node.kwargs.get("inplace") else None
+    relus = (torch.relu, torch.relu_, functional.relu, aten.relu.default, aten.relu_.default)
+    if _is_call(node, relus, ("relu", "relu_")):
+        return "relu" if len(node.args) == 1 and set(node.kwargs) <= {"inplace"} else None
     if _is_call(node, (functional.gelu, aten.gelu.default), ("gelu",)) and len(node.args) == 1:
         approximate = node.kwargs.get("approximate", "none")
         extra = set(node.kwargs) - {"approximate"}

@@ -3,7 +3,7 @@
 # 10-minute call on an H100). Results go to $OUT; record them in docs/results.md and a docs/log/ entry.
 #
 #   carry: [".kb"] (a KernelBench checkout, for fidelity), [".whl/agent"] (wheels, for tests)
-#   command: bash bench/gpu_checks.sh fidelity|launchbound|drift|throughput|tests|profile|kbprofile|convlayout|convs|autotune|model
+#   command: bash bench/gpu_checks.sh fidelity|launchbound|drift|throughput|tests|profile|kbprofile|convlayout|convs|autotune|model|strategies
 set -u
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
@@ -41,6 +41,9 @@ case ${1:-tests} in
     (cd bench && python3 bench_conv_layout.py ../.kb/KernelBench --json "$OUT/convlayout.json" \
       --tasks "${CONVLAYOUT_TASKS:-2/1,2/2,2/4,2/5,2/10,2/11,2/16,2/17,2/19,2/21,2/25,3/4,3/6,3/8,3/10,3/12,3/14,3/16,3/18,3/20}" \
       --max-seconds "${CONVLAYOUT_SECONDS:-480}") 2>&1 | tee "$OUT/convlayout.log" ;;
+  strategies)  # #34's fusions at task level: ResNet-50's bottleneck (conv + BN + ReLU folded into 3xTF32
+               # convolutions) and GPT-2's MLP (GELU in the GEMM's epilogue), beside max-autotune
+    (cd bench && python3 bench_strategies.py ${STRATEGY_ARGS:-}) 2>&1 | tee "$OUT/strategies.log" ;;
   convs)       # the 3xTF32 implicit-GEMM Conv2d against cuDNN FP32 at KernelBench shapes
     (cd bench && python3 bench_tf32x3.py --convs-only) 2>&1 | tee "$OUT/convs.log" ;;
   autotune)    # max-autotune on L3 ResNet18 (carry .kb, .whl/agent): verified in 24 s in session 3,

@@ -1,0 +1,63 @@
+"""The embedded policy's candidates for a task, each judged by the evaluator against eager and
+torch.compile: the families whose names match (default: the fusions of #34, 3xTF32 GEMMs and
+convolutions with their epilogues and folds), strict fp32 unless --precision says otherwise.
+
+    python bench/bench_strategies.py [TASK.py ...] [--match tf32x3,compile-max-autotune] [--precision fp32]
+
+Default tasks: bench/tasks/resnet_bottleneck.py (conv + BatchNorm + ReLU folded into one 3xTF32
+convolution) and bench/tasks/gpt2_mlp.py (the tanh GELU in the GEMM's epilogue), each beside
+torch.compile's max-autotune for reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from bench_fx_attention import COLUMNS, _row
+from common import header, print_table
+from kforge.agent.policy.features import task_features
+from kforge.agent.policy.strategies import registry
+from kforge.tools.evaluate import EvalOptions, evaluate_many
+from kforge.tools.result import Result
+from kforge.tools.task import load_task
+
+ROOT = Path(__file__).resolve().parents[1]
+TASKS = [ROOT / "bench" / "tasks" / "resnet_bottleneck.py", ROOT / "bench" / "tasks" / "gpt2_mlp.py"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("tasks", nargs="*", type=Path, default=TASKS)
+    parser.add_argument("--match", default="tf32x3,compile-max-autotune", help="comma-separated name parts")
+    parser.add_argument("--precision", default="fp32")
+    parser.add_argument("--device", default="cuda")
+    args = parser.parse_args()
+    print(header(" ".join(["python bench/bench_strategies.py", *sys.argv[1:]])), flush=True)
+    options = EvalOptions(device=args.device, precision=args.precision)
+    parts = [p for p in args.match.split(",") if p]
+    rows: list[list[object]] = []
+    for path in args.tasks:
+        task = load_task(path)
+        analysis = registry.analyse_task(task, task_features(task, None, args.precision, None))
+        specs = [
+            s
+            for s in registry.base_specs(analysis, args.precision, args.device)
+            if any(p in s.name for p in parts)
+        ]
+        if not specs:
+            rows.append([task.name, "-", "no candidate: " + "; ".join(analysis.notes), *["-"] * 7])
+            continue
+        names = [s.name for s in specs]
+
+        def done(i: int, result: Result, task_name: str = task.name, names: list[str] = names) -> None:
+            rows.append(_row(task_name, names[i], result))
+            print(" | ".join(str(v) for v in rows[-1]), flush=True)  # survives a time limit
+
+        evaluate_many(task, [registry.build(task, s, analysis) for s in specs], options, on_result=done)
+    print_table(f"the embedded policy's candidates, {args.precision}", COLUMNS, rows)
+
+
+if __name__ == "__main__":
+    main()

@@ -16,11 +16,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from common import header, print_table, times
+from bench_strategies import COLUMNS, measure
+from common import header, print_table
 from kforge.agent.policy.features import task_features
 from kforge.agent.policy.strategies import registry
-from kforge.tools.evaluate import EvalOptions, evaluate_many
-from kforge.tools.result import Result
+from kforge.tools.evaluate import EvalOptions
 from kforge.tools.task import load_task
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,27 +29,6 @@ TASKS = [
     ROOT / "bench" / "tasks" / "naive_causal_attention.py",
     ROOT / "bench" / "tasks" / "mingpt_attention.py",
 ]
-COLUMNS = [
-    "task",
-    "candidate",
-    "status",
-    "eager ms",
-    "compile ms",
-    "candidate ms",
-    "vs eager",
-    "vs compile",
-    "fp64 rel err",
-]
-
-
-def _row(task: str, name: str, result: Result) -> list[object]:
-    def ms(value: float | None) -> str:
-        return f"{value:.4f}" if value is not None else "-"
-
-    err = f"{result.fp64_rel_err:.1e}" if result.fp64_rel_err is not None else "-"
-    return [task, name, result.status.value, ms(result.eager_ms), ms(result.compile_ms), ms(result.candidate_ms),
-            times(result.speedup_vs_eager), times(result.speedup_vs_compile), err,
-            "; ".join(result.cheats)[:120]]  # fmt: skip
 
 
 def main() -> None:
@@ -72,13 +51,7 @@ def main() -> None:
             for s in registry.base_specs(analysis, args.precision, args.device)
             if "attention-sdpa" in s.name  # the rewrite alone, through torch.compile, with 3xTF32 GEMMs
         ]
-        names = [s.name for s in specs]
-
-        def done(i: int, result: Result, task_name: str = task.name, names: list[str] = names) -> None:
-            rows.append(_row(task_name, names[i], result))
-            print(" | ".join(str(v) for v in rows[-1]), flush=True)  # survives a time limit
-
-        evaluate_many(task, [registry.build(task, s, analysis) for s in specs], options, on_result=done)
+        measure(task, analysis, specs, options, rows)
     print_table(f"attention rewritten to SDPA, {args.precision}", COLUMNS, rows)
 
 

@@ -15,16 +15,57 @@ import argparse
 import sys
 from pathlib import Path
 
-from bench_fx_attention import COLUMNS, _row
-from common import header, print_table
+from common import header, print_table, times
 from kforge.agent.policy.features import task_features
 from kforge.agent.policy.strategies import registry
+from kforge.agent.policy.strategies.source import Spec
 from kforge.tools.evaluate import EvalOptions, evaluate_many
 from kforge.tools.result import Result
-from kforge.tools.task import load_task
+from kforge.tools.task import Task, load_task
 
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = [ROOT / "bench" / "tasks" / "resnet_bottleneck.py", ROOT / "bench" / "tasks" / "gpt2_mlp.py"]
+
+
+COLUMNS = [
+    "task",
+    "candidate",
+    "status",
+    "eager ms",
+    "compile ms",
+    "candidate ms",
+    "vs eager",
+    "vs compile",
+    "fp64 rel err",
+    "rejected for",
+]
+
+
+def _row(task: str, name: str, result: Result) -> list[object]:
+    def ms(value: float | None) -> str:
+        return f"{value:.4f}" if value is not None else "-"
+
+    err = f"{result.fp64_rel_err:.1e}" if result.fp64_rel_err is not None else "-"
+    return [task, name, result.status.value, ms(result.eager_ms), ms(result.compile_ms), ms(result.candidate_ms),
+            times(result.speedup_vs_eager), times(result.speedup_vs_compile), err,
+            "; ".join(result.cheats)[:120]]  # fmt: skip
+
+
+def measure(
+    task: Task,
+    analysis: registry.TaskAnalysis,
+    specs: list[Spec],
+    options: EvalOptions,
+    rows: list[list[object]],
+) -> None:
+    """Judge each spec's candidate; a row per result, printed as it lands (survives a time limit)."""
+    names = [s.name for s in specs]
+
+    def done(i: int, result: Result) -> None:
+        rows.append(_row(task.name, names[i], result))
+        print(" | ".join(str(v) for v in rows[-1]), flush=True)
+
+    evaluate_many(task, [registry.build(task, s, analysis) for s in specs], options, on_result=done)
 
 
 def main() -> None:
@@ -49,13 +90,7 @@ def main() -> None:
         if not specs:
             rows.append([task.name, "-", "no candidate: " + "; ".join(analysis.notes), *["-"] * 7])
             continue
-        names = [s.name for s in specs]
-
-        def done(i: int, result: Result, task_name: str = task.name, names: list[str] = names) -> None:
-            rows.append(_row(task_name, names[i], result))
-            print(" | ".join(str(v) for v in rows[-1]), flush=True)  # survives a time limit
-
-        evaluate_many(task, [registry.build(task, s, analysis) for s in specs], options, on_result=done)
+        measure(task, analysis, specs, options, rows)
     print_table(f"the embedded policy's candidates, {args.precision}", COLUMNS, rows)
 
 

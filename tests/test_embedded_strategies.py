@@ -551,3 +551,50 @@ def test_tf32x3_reads_addmm_and_the_aten_forms_that_regions_of_a_users_model_are
     compiled = next(s for s in specs if s.name == "compile-default")
     assert registry.variants(compiled, analysis, "cuda")[0].name == "tf32x3-gemm+compile-default"
     assert "tf32x3-gemm+compile-default" not in [v.name for v in registry.variants(compiled, analysis, "cpu")]
+
+
+def test_epilogue_activations_are_read_in_every_form_and_in_place_only_from_a_sole_user():
+    """ReLU as a module (in place or not), a function, F.relu(inplace=True), torch.relu_ and
+    x.relu_(); GELU with erf or tanh. The GEMM takes an in-place ReLU only when nothing else
+    reads the GEMM's output (the in-place write would change what the other reader sees)."""
+    import torch.fx
+    import torch.nn.functional as F
+    from kforge.agent.policy.strategies import fx_rewrite
+
+    class Forms(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.relu, self.relu_inplace, self.gelu = (
+                torch.nn.ReLU(),
+                torch.nn.ReLU(inplace=True),
+                torch.nn.GELU("tanh"),
+            )
+
+        def forward(self, x):
+            outs = [
+                self.relu(x),
+                self.relu_inplace(x),
+                torch.relu(x),
+                F.relu(x, inplace=True),
+                torch.relu_(x),
+            ]
+            outs += [x.relu_(), self.gelu(x), F.gelu(x), F.gelu(x, approximate="tanh"), torch.sigmoid(x)]
+            return outs
+
+    gm = torch.fx.symbolic_trace(Forms())
+    calls = [n for n in gm.graph.nodes if n.op in ("call_module", "call_function", "call_method")]
+    found = [fx_rewrite.activation(gm, n) for n in calls]
+    assert found == ["relu"] * 6 + ["gelu_tanh", "gelu", "gelu_tanh", None], found
+
+    class Shared(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            y = self.fc(x)
+            return F.relu(y, inplace=True) + y  # y is read again: not fused
+
+    gm = torch.fx.symbolic_trace(Shared())
+    (fc,) = [n for n in gm.graph.nodes if n.op == "call_module"]
+    assert not tf32x3.fuse_activation(gm, fc)

@@ -169,9 +169,12 @@ def test_the_next_worker_is_started_ahead_and_serves_one_job(
         assert "timing:" in outcome.result["log"] and "timing:" in outcome.log  # its own log, whole
         return outcome
 
+    spares.in_a_run("evaluation")  # as after an optimize run's evaluations
     assert not run("first").prestarted
-    second = run("second")
-    assert second.prestarted and (tmp_path / "second" / "worker.log").is_file()
+    assert spares._spare is None, "a run's one baseline starts no spare: it would import torch for nothing"
+    assert not run("second").prestarted  # baselines in a row: the second starts one for the third
+    third = run("third")
+    assert third.prestarted and (tmp_path / "third" / "worker.log").is_file()
     assert spares._spare is not None and spares._spare.proc.poll() is None, "the next one waits"
     spares._spare.proc.kill()  # a spare that died while waiting: a fresh worker instead
     spares._spare.proc.wait()

@@ -10,8 +10,8 @@ worker reports comes back over a pipe whose write end only that worker holds: no
 writes to the filesystem is read as a result. An evaluation is a pair (:func:`run_pair`):
 the judge (the reference worker) and the candidate's worker, joined by two pipes.
 
-Baseline jobs come one after another: the next one's worker is started ahead of its job
-(:mod:`.spares`).
+Baseline jobs that come one after another have the next one's worker started ahead of its
+job (:mod:`.spares`).
 """
 
 from __future__ import annotations
@@ -178,8 +178,9 @@ def run_worker(
     job_path = scratch / "job.json"
     job_path.write_text(json.dumps(job | {"role": "single"}))
     log_path = scratch / LOG_FILE
-    from .spares import SPARE_MODES, _hand_over, _key, _spares_on, _start_spare, _take_spare
+    from .spares import SPARE_MODES, _hand_over, _key, _spares_on, _start_spare, _take_spare, in_a_run
 
+    repeated = in_a_run(str(job.get("mode")))
     spares = prefix is None and job.get("mode") in SPARE_MODES and _spares_on()
     key = _key(limits, env)
     spare = _take_spare(key) if spares else None
@@ -194,7 +195,7 @@ def run_worker(
         proc = _spawn(argv, scratch, env, limits, log_path, (write_end,))
         os.close(write_end)
         reader = _ResultReader(read_end)
-    if spares:  # the next job's worker imports while this one runs
+    if spares and repeated:  # baselines in a row: the next one's worker imports while this one runs
         _start_spare(key, limits, env, scratch.parent)
     watched = _Watched(proc)
     _watch([watched], limits, start)
@@ -220,6 +221,9 @@ def run_pair(pair: Pair, limits: Limits) -> tuple[WorkerOutcome, WorkerOutcome]:
     judge's Result comes back over a third pipe only the judge holds. Returns the judge's
     and the candidate worker's outcomes (the candidate's has no result, only its log and how
     it ended)."""
+    from .spares import in_a_run
+
+    in_a_run("evaluation")  # a baseline after this is a run's first again
     to_cand, from_cand, result = os.pipe(), os.pipe(), os.pipe()
     judge_fds = (from_cand[0], to_cand[1], result[1])
     cand_fds = (to_cand[0], from_cand[1])

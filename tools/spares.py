@@ -3,6 +3,11 @@ at the lowest CPU priority and imports torch, then waits on its stdin for a job 
 a fresh process that has run nothing yet, with the same environment and limits, and it
 serves one job. ``KFORGE_SPARE_WORKER=0`` turns this off. :func:`.sandbox.run_worker` uses
 it; evaluations (two workers joined by pipes) start theirs fresh.
+
+A spare is started only once baselines come one after another (a sweep measuring many
+tasks), from the second on: an optimize run measures one baseline and then evaluations, and a
+spare started after that baseline imported torch for nothing (2-3 s of CPU and a few hundred
+MB, for every run of a batch or a test suite).
 """
 
 from __future__ import annotations
@@ -33,6 +38,15 @@ class _Spare:
 
 _spare: _Spare | None = None
 _spare_lock = threading.Lock()
+_last_job = ""  # the kind of the last job this process gave a worker (a mode, or "evaluation")
+
+
+def in_a_run(kind: str) -> bool:
+    """Note a job of this kind; whether the job before it was of the same kind."""
+    global _last_job
+    with _spare_lock:
+        repeated, _last_job = _last_job == kind, kind
+    return repeated
 
 
 def _spares_on() -> bool:

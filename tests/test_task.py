@@ -97,10 +97,11 @@ def test_good_task_loads(tmp_path: Path) -> None:
     assert len(task.hash) == 16
 
 
-def test_fixture_and_example_tasks_load(fixtures_dir: Path) -> None:
+def test_fixture_example_and_bench_tasks_load(fixtures_dir: Path) -> None:
     paths = sorted((fixtures_dir / "tasks").glob("*.py"))
-    examples = Path(__file__).parents[1] / "examples" / "tasks"
-    paths += sorted(examples.glob("*.py"))
+    root = Path(__file__).parents[1]
+    paths += sorted((root / "examples" / "tasks").glob("*.py"))
+    paths += sorted((root / "bench" / "tasks").glob("*.py"))  # a broken one would cost device time
     assert paths
     assert load_task(paths[0]).name == paths[0].stem  # in a worker, as kforge loads a task
     for path in paths:  # our own files: checked here, without a worker each (6 s apiece on CI)

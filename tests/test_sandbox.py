@@ -262,6 +262,43 @@ def test_the_watchdog_reads_the_proportional_size_only_past_the_limit() -> None:
     assert 0 < proportional <= resident
 
 
+FORK_HOG = """
+import os, time
+import torch
+import torch.nn as nn
+
+# Each child's private 60 MB stays under the address-space limit every process has on its
+# own; together they are over the worker's limit: only the watchdog's sum over the tree sees it.
+for _ in range(16):
+    if os.fork() == 0:
+        hog = torch.ones(15 * 2**20)  # 60 MB, touched
+        time.sleep(60)
+        os._exit(0)
+time.sleep(60)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(features))
+        self.bias = nn.Parameter(torch.randn(features))
+
+    def forward(self, x):
+        return torch.relu(x * self.weight + self.bias)
+"""
+
+
+def test_children_that_together_pass_the_limit_end_the_worker(
+    scale_relu: Task, make_cpu_options: Callable[..., EvalOptions]
+) -> None:
+    """A candidate that spreads its memory over sixteen forked children, each under the address
+    limit every process has on its own: the watchdog sums the tree (its cheap resident sum, then
+    the proportional sizes past the limit) and ends the worker."""
+    result = evaluate(scale_relu, FORK_HOG, make_cpu_options(memory_limit_gb=1.0))
+    assert result.status == Status.RUNTIME_ERROR, (result.status, result.log[-1500:])
+    assert "candidate worker exceeded the host memory limit" in result.log
+
+
 def test_the_default_memory_limit_fits_this_host() -> None:
     from kforge.tools.evaluate import default_memory_gb
 

@@ -30,6 +30,7 @@ from typing import Any
 from .contain import allowed_env
 from .process import WORKER, Limits, _kill_group, _preexec, _rss_kb
 from .quiet import background_cpus
+from .spares import SPARE_MODES, _hand_over, _key, _spares_on, _start_spare, _take_spare, in_a_run
 
 LOG_FILE = "worker.log"
 MAX_LOG_TAIL = 8000  # characters of a worker's log kept in a Result
@@ -178,8 +179,6 @@ def run_worker(
     job_path = scratch / "job.json"
     job_path.write_text(json.dumps(job | {"role": "single"}))
     log_path = scratch / LOG_FILE
-    from .spares import SPARE_MODES, _hand_over, _key, _spares_on, _start_spare, _take_spare, in_a_run
-
     repeated = in_a_run(str(job.get("mode")))
     spares = prefix is None and job.get("mode") in SPARE_MODES and _spares_on()
     key = _key(limits, env)
@@ -221,8 +220,6 @@ def run_pair(pair: Pair, limits: Limits) -> tuple[WorkerOutcome, WorkerOutcome]:
     judge's Result comes back over a third pipe only the judge holds. Returns the judge's
     and the candidate worker's outcomes (the candidate's has no result, only its log and how
     it ended)."""
-    from .spares import in_a_run
-
     in_a_run("evaluation")  # a baseline after this is a run's first again
     to_cand, from_cand, result = os.pipe(), os.pipe(), os.pipe()
     judge_fds = (from_cand[0], to_cand[1], result[1])

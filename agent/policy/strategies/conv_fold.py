@@ -86,7 +86,7 @@ def _kforge_conv3_bn(
     dilation: Any,
     relu: bool = False,
 ) -> torch.Tensor:
-    out = torch.nn.functional.conv2d(x, weight, bias, stride, padding, dilation)
+    out = _kforge_conv3(x, weight, bias, stride, padding, dilation)
     out = torch.nn.functional.batch_norm(out, mean, var, bn_weight, bn_bias, False, 0.0, eps)
     return torch.relu(out) if relu else out
 
@@ -95,13 +95,6 @@ HELPERS: dict[str, Callable[..., Any]] = {
     "_kforge_conv3": _kforge_conv3,
     "_kforge_conv3_bn": _kforge_conv3_bn,
 }
-
-
-def _sole_user(node: torch.fx.Node) -> torch.fx.Node | None:
-    users = list(node.users)
-    if len(users) != 1 or not users[0].args or users[0].args[0] is not node:
-        return None
-    return users[0]
 
 
 def _foldable(gm: torch.fx.GraphModule, node: torch.fx.Node) -> torch.nn.BatchNorm2d | None:
@@ -121,7 +114,7 @@ def _foldable(gm: torch.fx.GraphModule, node: torch.fx.Node) -> torch.nn.BatchNo
 
 def _fold_norm(gm: torch.fx.GraphModule, conv: torch.fx.Node) -> torch.fx.Node:
     """``conv`` (a ``_kforge_conv3`` call) and its BatchNorm as one ``_kforge_conv3_bn`` call."""
-    norm = _sole_user(conv)
+    norm = fx_rewrite.sole_user(conv)
     bn = _foldable(gm, norm) if norm is not None else None
     if norm is None or bn is None:
         return conv
@@ -143,7 +136,7 @@ def fuse_epilogue(gm: torch.fx.GraphModule, conv: torch.fx.Node) -> None:
     """Fold the BatchNorm that is ``conv``'s only user, then move the ReLU that is the result's
     only user into the kernel (the call's last argument)."""
     node = _fold_norm(gm, conv)
-    act = _sole_user(node)
+    act = fx_rewrite.sole_user(node)
     if act is None or fx_rewrite.activation(gm, act) != "relu":
         return
     node.args = (*node.args[:-1], True)

@@ -83,6 +83,14 @@ def _linear_parts(gm: torch.fx.GraphModule, node: Node) -> tuple[Node, Node, Nod
     return None
 
 
+def sole_user(node: Node) -> Node | None:
+    """The one node that reads ``node``, when it reads it as its first argument, else None."""
+    users = list(node.users)
+    if len(users) != 1 or not users[0].args or users[0].args[0] is not node:
+        return None
+    return users[0]
+
+
 def activation(gm: torch.fx.GraphModule, node: Node) -> str | None:
     """The epilogue name of ``node`` when it is ReLU or GELU (erf or tanh) of one tensor, as a
     function, a method or a module (``nn.ReLU``, ``nn.GELU``); ATen's forms too. In-place ReLU

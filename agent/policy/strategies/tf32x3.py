@@ -85,17 +85,15 @@ def _kforge_linear3(
 
 def fuse_activation(gm: torch.fx.GraphModule, new: torch.fx.Node) -> bool:
     """Move the GEMM's activation into its epilogue when the activation is its only user."""
-    users = list(new.users)
-    if len(users) != 1:
-        return False
-    act = fx_rewrite.activation(gm, users[0])
-    if act is None or users[0].args[0] is not new:
+    user = fx_rewrite.sole_user(new)
+    act = fx_rewrite.activation(gm, user) if user is not None else None
+    if user is None or act is None:
         return False
     args = list(new.args) + [None] * (3 - len(new.args))
     new.args = (*args[:3], act)
-    new.meta.update(users[0].meta)
-    users[0].replace_all_uses_with(new)
-    gm.graph.erase_node(users[0])
+    new.meta.update(user.meta)
+    user.replace_all_uses_with(new)
+    gm.graph.erase_node(user)
     return True
 
 

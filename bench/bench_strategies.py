@@ -64,6 +64,8 @@ def measure(
     def done(i: int, result: Result) -> None:
         rows.append(_row(task.name, names[i], result))
         print(" | ".join(str(v) for v in rows[-1]), flush=True)
+        if result.status.value not in ("ok", "rejected"):  # why it failed, where a table has no room
+            print("\n".join((result.log or "").splitlines()[-12:]), flush=True)
 
     evaluate_many(task, [registry.build(task, s, analysis) for s in specs], options, on_result=done)
 

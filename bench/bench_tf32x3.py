@@ -2,11 +2,13 @@
 implicit-GEMM Conv2d vs cuDNN FP32 at its convolution shapes (GPU).
 
 For each shape: cuBLAS fp32 (TF32 off, as strict fp32 runs it), the prior kernel
-``matmul_tf32x3`` (autotuned) and plain TF32 cuBLAS for scale; times are CUDA-event
-medians. Accuracy: ||out - ref64|| / ||ref64|| against a float64 product, and whether the
+``matmul_tf32x3`` on its two paths (its own Triton kernel, which splits the tiles in registers,
+and kforge's, on operands split before the GEMM, a weight's split cached as in a model), both
+autotuned, and plain TF32 cuBLAS for scale;
+times are CUDA-event medians. Accuracy: ||out - ref64|| / ||ref64|| against a float64 product, and whether the
 3xTF32 output passes the strict check (allclose to the fp32 result, atol = rtol = 1e-4).
 
-    python bench/bench_tf32x3.py [--convs-only]
+    python bench/bench_tf32x3.py [--convs-only | --models]
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from common import header, print_table
 from kforge.examples import ROOT as EXAMPLES
 
 sys.path.insert(0, str(EXAMPLES / "candidates"))
+import matmul_tf32x3_triton as mt  # noqa: E402
 from conv2d_tf32x3_triton import conv2d_tf32x3  # noqa: E402
 from matmul_tf32x3_triton import matmul_tf32x3  # noqa: E402
 
@@ -38,6 +41,23 @@ SHAPES = [
     ("L1 18 A^T B^T", 0, 2048, 8192, 4096, True, True),
     ("L2 gemm 1024x8192x8192", 0, 1024, 8192, 8192, False, True),
     ("L3 MLP 128x16384x32768", 0, 128, 16384, 32768, False, True),
+]
+
+# The Linear layers of the example models at their full sizes (x @ W^T: B transposed, the
+# weight an nn.Parameter): ViT-B/16 at batch 32 (6304 tokens), GPT-2 at 8 x 512, Llama 3.2
+# 1B's dimensions at 4 x 512.
+MODEL_SHAPES = [
+    ("ViT qkv", 0, 6304, 768, 2304, False, True),
+    ("ViT proj", 0, 6304, 768, 768, False, True),
+    ("ViT fc1", 0, 6304, 768, 3072, False, True),
+    ("ViT fc2", 0, 6304, 3072, 768, False, True),
+    ("GPT-2 c_fc", 0, 4096, 768, 3072, False, True),
+    ("GPT-2 mlp c_proj", 0, 4096, 3072, 768, False, True),
+    ("GPT-2 lm_head", 0, 4096, 768, 50257, False, True),
+    ("Llama q/o", 0, 2048, 2048, 2048, False, True),
+    ("Llama k/v", 0, 2048, 2048, 512, False, True),
+    ("Llama gate/up", 0, 2048, 2048, 8192, False, True),
+    ("Llama down", 0, 2048, 8192, 2048, False, True),
 ]
 
 
@@ -74,7 +94,20 @@ def rel_err(out: torch.Tensor, ref64: torch.Tensor) -> float:
 def operand(batch: int, rows: int, cols: int, transposed: bool) -> torch.Tensor:
     shape = (cols, rows) if transposed else (rows, cols)
     x = torch.rand(*((batch,) if batch else ()), *shape, device="cuda")
+    if transposed and not batch:
+        x = torch.nn.Parameter(x, requires_grad=False)  # a weight: its split is cached
     return x.transpose(-1, -2) if transposed else x
+
+
+def both_paths(a: torch.Tensor, b: torch.Tensor) -> dict[str, torch.Tensor | float]:
+    """Output and time of matmul_tf32x3 on its in-register split and on the split operands."""
+    got: dict[str, torch.Tensor | float] = {}
+    for path, presplit in (("registers", False), ("presplit", True)):
+        mt.PRESPLIT = presplit
+        got[path] = matmul_tf32x3(a, b)
+        got[path + " ms"] = timed(lambda: matmul_tf32x3(a, b))
+    mt.PRESPLIT = True
+    return got
 
 
 def measure(name: str, batch: int, m: int, k: int, n: int, ta: bool, tb: bool) -> tuple[str, ...]:
@@ -83,11 +116,12 @@ def measure(name: str, batch: int, m: int, k: int, n: int, ta: bool, tb: bool) -
     torch.backends.cuda.matmul.allow_tf32 = False
     ref32 = torch.matmul(a, b)
     ref64 = torch.matmul(a.double(), b.double())  # freed when measure returns
-    out = matmul_tf32x3(a, b)
-    strict = bool(torch.allclose(out, ref32, atol=1e-4, rtol=1e-4))
-    errors = (rel_err(ref32, ref64), rel_err(out, ref64))
+    got = both_paths(a, b)
+    outs = (got["registers"], got["presplit"])
+    strict = all(bool(torch.allclose(out, ref32, atol=1e-4, rtol=1e-4)) for out in outs)
+    errors = (rel_err(ref32, ref64), *(rel_err(out, ref64) for out in outs))
     t_fp32 = timed(lambda: torch.matmul(a, b))
-    t_x3 = timed(lambda: matmul_tf32x3(a, b))
+    t_triton, t_x3 = float(got["registers ms"]), float(got["presplit ms"])
     torch.backends.cuda.matmul.allow_tf32 = True
     t_tf32 = timed(lambda: torch.matmul(a, b))
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -95,12 +129,15 @@ def measure(name: str, batch: int, m: int, k: int, n: int, ta: bool, tb: bool) -
     return (
         name,
         f"{t_fp32:.3f}",
+        f"{t_triton:.3f}",
         f"{t_x3:.3f}",
-        f"{t_fp32 / t_x3:.2f}x",
+        f"{t_fp32 / min(t_x3, t_triton):.2f}x",
+        f"{flops / t_triton / 1e9:.0f}",
         f"{flops / t_x3 / 1e9:.0f}",
         f"{t_tf32:.3f}",
         f"{errors[0]:.1e}",
         f"{errors[1]:.1e}",
+        f"{errors[2]:.1e}",
         "pass" if strict else "FAIL",
     )
 
@@ -146,26 +183,30 @@ def measure_conv(name: str, n: int, c: int, h: int, w: int, oc: int, k: int, pad
 def main() -> None:
     print(header("python bench/bench_tf32x3.py " + " ".join(sys.argv[1:])))
     rows = []
-    for shape in [] if "--convs-only" in sys.argv else SHAPES:
+    shapes = MODEL_SHAPES if "--models" in sys.argv else SHAPES
+    for shape in [] if "--convs-only" in sys.argv else shapes:
         rows.append(measure(*shape))
         torch.cuda.empty_cache()
     print_table(
-        "3xTF32 Triton GEMM vs cuBLAS FP32 (ms, CUDA-event medians of 20)",
+        "3xTF32 GEMM (split in registers; operands split first) vs cuBLAS FP32 (ms, CUDA-event medians of 20)",
         [
             "shape",
             "cuBLAS fp32",
-            "tf32x3",
-            "speedup",
-            "tf32x3 TFLOP/s",
+            "x3 registers",
+            "x3 presplit",
+            "best x3 speedup",
+            "registers TFLOP/s",
+            "presplit TFLOP/s",
             "cuBLAS tf32 (scale)",
             "fp32 err vs fp64",
-            "tf32x3 err vs fp64",
-            "strict 1e-4",
+            "registers err vs fp64",
+            "presplit err vs fp64",
+            "strict 1e-4 (both)",
         ],
         rows,
     )
     convs = []
-    for conv in CONVS:
+    for conv in [] if "--models" in sys.argv else CONVS:
         convs.append(measure_conv(*conv))
         torch.cuda.empty_cache()
     print_table(

@@ -289,14 +289,14 @@ def test_tf32x3_candidate_is_verified_by_the_engine_and_a_broken_kernel_is_caugh
 ):
     """The generated file (the prior kernel, its wrappers, the rewritten forward) evaluated as
     any candidate is: on the CPU under Triton's interpreter, checked against the reference.
-    The same file with the bias dropped from the kernel's epilogue must fail."""
+    The same file with the bias dropped from its GEMM call must fail."""
     _small_gemms_qualify(monkeypatch)
     task, analysis, specs = _analysis(GEMM_CHAIN)
     spec = next(s for s in specs if s.family == "tf32x3-gemm")
     source = registry.build(task, spec, analysis)
     assert static_cheats(source, task.source, "fp32") == []
-    assert "input_precision='tf32x3'" in source
-    broken = source.replace("acc += tl.load(bias_ptr", "acc += 0.0 * tl.load(bias_ptr")
+    assert "input_precision='tf32x3'" in source and "presplit_matmul(" in source
+    broken = source.replace("presplit_matmul(a3, b3, b, bias, act)", "presplit_matmul(a3, b3, b, None, act)")
     assert broken != source
     good, bad = evaluate_many(load_task(GEMM_CHAIN), [source, broken], make_cpu_options())
     assert good.status == Status.OK and good.correct, good.log
@@ -312,8 +312,8 @@ def test_tf32x3_fuses_the_activation_into_the_gemm_epilogue_and_a_broken_one_is_
 ):
     """nn.GELU after a Linear, ReLU after a matmul and a tanh GELU after another go into the
     kernel's epilogue (no pass over the GEMM's output); fc2, whose output is also the
-    residual, keeps none. Verified under the interpreter; an epilogue that drops GELU's erf
-    term is caught as incorrect."""
+    residual, keeps none. Verified under the interpreter; a candidate whose GEMM drops its GELU
+    is caught as incorrect."""
     _small_gemms_qualify(monkeypatch)
     task, analysis, specs = _analysis(MLP_GELU)
     source = registry.build(task, next(s for s in specs if s.family == "tf32x3-gemm"), analysis)
@@ -322,7 +322,10 @@ def test_tf32x3_fuses_the_activation_into_the_gemm_epilogue_and_a_broken_one_is_
     for act in ("'gelu'", "'relu'", "'gelu_tanh'"):
         assert body.count(act) == 1, (act, body)
     assert "gelu(" not in body.replace("_kforge", "") and "relu(" not in body.replace("_kforge", "")
-    broken = source.replace("(1.0 + tl.erf(", "(1.0 + 0.0 * tl.erf(")
+    broken = source.replace(  # the GEMM's GELU forgotten
+        "presplit_matmul(a3, b3, b, bias, act)",
+        "presplit_matmul(a3, b3, b, bias, None if act == 'gelu' else act)",
+    )
     assert broken != source
     good, bad = evaluate_many(load_task(MLP_GELU), [source, broken], make_cpu_options())
     assert good.status == Status.OK and good.correct, good.log
@@ -339,7 +342,7 @@ a, b, bias = torch.randn(2, 40, 96), torch.randn(96, 24), torch.randn(24)
 want = {"relu": torch.relu, "gelu": F.gelu, "gelu_tanh": lambda t: F.gelu(t, approximate="tanh")}
 worst = 0.0
 for act, fn in want.items():
-    for x in (a, a[0]):
+    for x, mt.PRESPLIT in ((a, True), (a[0], True), (a, False), (a[0], False)):  # kforge's kernel, the file's
         y = mt.matmul_tf32x3(x, b, bias, act=act)
         r = fn(x.double() @ b.double() + bias.double())
         worst = max(worst, float((y.double() - r).abs().max() / r.abs().max()))

@@ -62,6 +62,7 @@ KERNEL_LIBRARIES = (
     "kforge.tools.gemm.cuda",
     "kforge.tools.gemm.cublaslt",
     "kforge.tools.gemm.dispatch",
+    "kforge.tools.gemm.tf32x3",
 )
 REACH_ATTRIBUTES = {
     "modules": "reads sys.modules (the task's or kforge's modules)",

@@ -139,7 +139,7 @@ def weight_split(b3: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     cached = getattr(owner, "_kforge_tf32x3_split", None)
     if cached is None or cached[0] != key:
         cached = (key, split(b3.transpose(1, 2)))
-        owner._kforge_tf32x3_split = cached
+        owner._kforge_tf32x3_split = cached  # type: ignore[attr-defined]
     return cached[1]
 
 

@@ -51,6 +51,7 @@ def main() -> None:
     parser.add_argument("--min-share", type=float, default=0.03)
     parser.add_argument("--max-regions", type=int, default=None, help="tasks for the N largest regions only")
     parser.add_argument("--out", type=Path, default=Path("kforge-bench-model"))
+    parser.add_argument("--strategies", default=None, help="only these strategy families (comma-separated)")
     parser.add_argument(
         "--compile-modes", default="default,reduce-overhead,max-autotune", help="torch.compile baselines"
     )
@@ -66,6 +67,7 @@ def main() -> None:
         options = ModelOptions(spec=spec, out=out, settings=settings.replace(out=out / "batch" / "runs"))
         options.rounds, options.min_share, options.max_regions = args.rounds, args.min_share, args.max_regions
         options.compile_modes = tuple(args.compile_modes.split(","))
+        options.families = tuple(args.strategies.split(",")) if args.strategies else None
         try:
             r = optimize_model(options, say=lambda m: print(m) if isinstance(m, str) else None)
         except ModelRunError as err:

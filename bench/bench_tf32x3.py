@@ -8,7 +8,7 @@ autotuned, and plain TF32 cuBLAS for scale;
 times are CUDA-event medians. Accuracy: ||out - ref64|| / ||ref64|| against a float64 product, and whether the
 3xTF32 output passes the strict check (allclose to the fp32 result, atol = rtol = 1e-4).
 
-    python bench/bench_tf32x3.py [--convs-only | --models]
+    python bench/bench_tf32x3.py [--convs-only | --models | --resnet]
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from common import header, print_table
 from kforge.examples import ROOT as EXAMPLES
 
 sys.path.insert(0, str(EXAMPLES / "candidates"))
+import conv2d_tf32x3_triton as ct  # noqa: E402
 import matmul_tf32x3_triton as mt  # noqa: E402
 from conv2d_tf32x3_triton import conv2d_tf32x3  # noqa: E402
 from matmul_tf32x3_triton import matmul_tf32x3  # noqa: E402
@@ -142,40 +143,70 @@ def measure(name: str, batch: int, m: int, k: int, n: int, ta: bool, tb: bool) -
     )
 
 
-def measure_conv(name: str, n: int, c: int, h: int, w: int, oc: int, k: int, pad: int) -> tuple[str, ...]:
+# ResNet-50's convolutions at batch 32 (stride last): the stem, each stage's 3x3 and 1x1 layers.
+RESNET_CONVS = [
+    ("stem 7x7 3->64 /2", 32, 3, 224, 224, 64, 7, 3, 2),
+    ("l1 1x1 256->64", 32, 256, 56, 56, 64, 1, 0),
+    ("l1 3x3 64->64", 32, 64, 56, 56, 64, 3, 1),
+    ("l1 1x1 64->256", 32, 64, 56, 56, 256, 1, 0),
+    ("l2 3x3 128->128", 32, 128, 28, 28, 128, 3, 1),
+    ("l2 1x1 512->128", 32, 512, 28, 28, 128, 1, 0),
+    ("l3 3x3 256->256", 32, 256, 14, 14, 256, 3, 1),
+    ("l3 1x1 1024->256", 32, 1024, 14, 14, 256, 1, 0),
+    ("l3 1x1 256->1024", 32, 256, 14, 14, 1024, 1, 0),
+    ("l4 3x3 512->512", 32, 512, 7, 7, 512, 3, 1),
+    ("l4 1x1 2048->512", 32, 2048, 7, 7, 512, 1, 0),
+]
+
+
+def conv_paths(x, weight, bias, pad: int, stride: int) -> tuple[list[torch.Tensor], list[float]]:
+    """conv2d_tf32x3 on the file's own kernel (split in registers), then on kforge's (split first)."""
+    outs, times = [], []
+    for ct.PRESPLIT in (False, True):
+        outs.append(conv2d_tf32x3(x, weight, bias, stride, pad))
+        times.append(timed(lambda: conv2d_tf32x3(x, weight, bias, stride, pad)))
+    return outs, times
+
+
+def measure_conv(
+    name: str, n: int, c: int, h: int, w: int, oc: int, k: int, pad: int, stride: int = 1
+) -> tuple[str, ...]:
     import torch.nn.functional as F
 
     torch.manual_seed(0)
     x = torch.rand(n, c, h, w, device="cuda")
-    weight = torch.randn(oc, c, k, k, device="cuda") / (c * k * k) ** 0.5
+    weight = torch.nn.Parameter(
+        torch.randn(oc, c, k, k, device="cuda") / (c * k * k) ** 0.5, requires_grad=False
+    )
     bias = torch.randn(oc, device="cuda")
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.benchmark = False
-    ref32 = F.conv2d(x, weight, bias, 1, pad)
-    ref64 = F.conv2d(x.double(), weight.double(), bias.double(), 1, pad)  # freed when this returns
-    out = conv2d_tf32x3(x, weight, bias, 1, pad)
-    strict = bool(torch.allclose(out, ref32, atol=1e-4, rtol=1e-4))
-    errors = (rel_err(ref32, ref64), rel_err(out, ref64))
-    t_cudnn = timed(lambda: F.conv2d(x, weight, bias, 1, pad))
+    ref32 = F.conv2d(x, weight, bias, stride, pad)
+    ref64 = F.conv2d(x.double(), weight.double(), bias.double(), stride, pad)  # freed when this returns
+    outs, (t_registers, t_x3) = conv_paths(x, weight, bias, pad, stride)
+    strict = all(bool(torch.allclose(out, ref32, atol=1e-4, rtol=1e-4)) for out in outs)
+    errors = (rel_err(ref32, ref64), *(rel_err(out, ref64) for out in outs))
+    t_cudnn = timed(lambda: F.conv2d(x, weight, bias, stride, pad))
     torch.backends.cudnn.benchmark = True
-    t_bench = timed(lambda: F.conv2d(x, weight, bias, 1, pad))
+    t_bench = timed(lambda: F.conv2d(x, weight, bias, stride, pad))
     torch.backends.cudnn.allow_tf32 = True
-    t_tf32 = timed(lambda: F.conv2d(x, weight, bias, 1, pad))
+    t_tf32 = timed(lambda: F.conv2d(x, weight, bias, stride, pad))
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.benchmark = False
-    t_x3 = timed(lambda: conv2d_tf32x3(x, weight, bias, 1, pad))
     oh, ow = ref32.shape[2], ref32.shape[3]
     flops = 2.0 * n * oc * oh * ow * c * k * k
     return (
         name,
         f"{t_cudnn:.3f}",
         f"{t_bench:.3f}",
+        f"{t_registers:.3f}",
         f"{t_x3:.3f}",
-        f"{min(t_cudnn, t_bench) / t_x3:.2f}x",
+        f"{min(t_cudnn, t_bench) / min(t_x3, t_registers):.2f}x",
         f"{flops / t_x3 / 1e9:.0f}",
         f"{t_tf32:.3f}",
         f"{errors[0]:.1e}",
         f"{errors[1]:.1e}",
+        f"{errors[2]:.1e}",
         "pass" if strict else "FAIL",
     )
 
@@ -184,7 +215,7 @@ def main() -> None:
     print(header("python bench/bench_tf32x3.py " + " ".join(sys.argv[1:])))
     rows = []
     shapes = MODEL_SHAPES if "--models" in sys.argv else SHAPES
-    for shape in [] if "--convs-only" in sys.argv else shapes:
+    for shape in [] if "--convs-only" in sys.argv or "--resnet" in sys.argv else shapes:
         rows.append(measure(*shape))
         torch.cuda.empty_cache()
     print_table(
@@ -206,7 +237,7 @@ def main() -> None:
         rows,
     )
     convs = []
-    for conv in [] if "--models" in sys.argv else CONVS:
+    for conv in [] if "--models" in sys.argv else RESNET_CONVS if "--resnet" in sys.argv else CONVS:
         convs.append(measure_conv(*conv))
         torch.cuda.empty_cache()
     print_table(
@@ -215,13 +246,15 @@ def main() -> None:
             "conv",
             "cuDNN fp32",
             "cuDNN fp32 benchmark",
-            "tf32x3",
-            "speedup vs best cuDNN",
-            "tf32x3 TFLOP/s",
+            "x3 registers",
+            "x3 presplit",
+            "best x3 vs best cuDNN",
+            "presplit TFLOP/s",
             "cuDNN tf32 benchmark (scale)",
             "fp32 err vs fp64",
-            "tf32x3 err vs fp64",
-            "strict 1e-4",
+            "registers err vs fp64",
+            "presplit err vs fp64",
+            "strict 1e-4 (both)",
         ],
         convs,
     )

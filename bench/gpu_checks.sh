@@ -70,7 +70,7 @@ for strategy, status, result in rows:
       done
     done 2>&1 | tee "$OUT/autotune.log" ;;
   model)       # kforge model end to end on the example models (carry .whl/agent): MODELS="resnet50 gpt2",
-               # MODEL_PRECISION, MODEL_ROUNDS, MODEL_MIN_SHARE, MODEL_MAX_REGIONS, MODEL_COMPILE_MODES,
+               # MODEL_PRECISION, MODEL_ROUNDS, MODEL_MIN_SHARE, MODEL_MAX_REGIONS, MODEL_COMPILE_MODES, MODEL_STRATEGIES,
                # MODEL_SECONDS (each model's limit);
                # each model's summary, e2e figures, events and report come back in model-NAME-PREC.tar.gz.
                # A model cut off by its limit resumes on a fresh machine: put its tarball in .model-runs/
@@ -85,6 +85,7 @@ for strategy, status, result in rows:
         "examples/models/$name.py:full" --precision "${MODEL_PRECISION:-fp32}" --rounds "${MODEL_ROUNDS:-4}" \
         --candidates "${MODEL_CANDIDATES:-2}" --compile-modes "${MODEL_COMPILE_MODES:-default,reduce-overhead,max-autotune}" \
         --min-share "${MODEL_MIN_SHARE:-0.03}" ${MODEL_MAX_REGIONS:+--max-regions "$MODEL_MAX_REGIONS"} \
+        ${MODEL_STRATEGIES:+--strategies "$MODEL_STRATEGIES"} \
         --out /tmp/kforge-bench-model
       (cd /tmp/kforge-bench-model && tar czf "$OUT/model-$name-${MODEL_PRECISION:-fp32}.tar.gz" \
         --exclude='*.so' --exclude='*.o' --exclude='*.cubin' "$name-${MODEL_PRECISION:-fp32}")

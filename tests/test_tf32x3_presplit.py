@@ -104,3 +104,51 @@ def test_on_the_gpu_the_error_stays_at_fp32s_with_every_epilogue_and_no_flag_is_
             assert err < 1.5 * fp32_err + 1e-8, (act, err, fp32_err)  # as accurate as cuBLAS fp32
             assert torch.allclose(y, fp32, atol=1e-4, rtol=1e-4)
     assert torch.backends.cuda.matmul.allow_tf32 is False
+
+
+def test_the_convolution_matches_float64_and_keeps_a_weights_split_until_it_changes():
+    code = """
+import torch.nn.functional as F
+worst = 0.0
+for n, c, h, w, oc, k, s, p, d in [(2, 3, 9, 11, 5, 3, 1, 0, 1), (2, 4, 10, 10, 6, 3, 2, 1, 1),
+                                   (1, 3, 12, 9, 4, 3, 1, 2, 2), (2, 8, 7, 7, 16, 1, 1, 0, 1)]:
+    x, wt, b = torch.randn(n, c, h, w), torch.randn(oc, c, k, k), torch.randn(oc)
+    for relu, bias in ((True, b), (False, None)):
+        ref = F.conv2d(x.double(), wt.double(), None if bias is None else bias.double(), s, p, d)
+        y = t.conv2d(x, wt, bias, s, p, d, relu=relu)
+        worst = max(worst, rel(y, torch.relu(ref) if relu else ref))
+conv = torch.nn.Conv2d(4, 6, 3, padding=1)
+x = torch.randn(2, 4, 8, 8)
+t.conv2d(x, conv.weight, conv.bias, 1, 1)
+kept = conv.weight._kforge_tf32x3_split[1]
+t.conv2d(x, conv.weight, conv.bias, 1, 1)
+reused = conv.weight._kforge_tf32x3_split[1] is kept
+with torch.no_grad():
+    conv.weight.mul_(0.5)
+after = rel(t.conv2d(x, conv.weight, conv.bias, 1, 1), F.conv2d(x.double(), conv.weight.double(), conv.bias.double(), 1, 1))
+plain = torch.randn(6, 4, 3, 3)
+t.conv2d(x, plain, None, 1, 1)
+print(worst, reused, after, hasattr(plain, "_kforge_tf32x3_split"))
+"""
+    worst, reused, after, plain_kept = _interpreted(code).split(" ")
+    assert float(worst) < 1e-6 and float(after) < 1e-6
+    assert reused == "True" and plain_kept == "False"  # a tensor not said to outlive the call is not kept
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_convolution_is_as_accurate_as_cudnn_fp32():
+    from kforge.tools.gemm import tf32x3 as t
+
+    torch.manual_seed(0)
+    torch.backends.cudnn.allow_tf32 = False
+    f = torch.nn.functional
+    for n, c, h, oc, k, s, p in [
+        (8, 256, 28, 128, 1, 1, 0),
+        (8, 128, 28, 128, 3, 1, 1),
+        (8, 64, 56, 128, 3, 2, 1),
+    ]:
+        x, w, b = torch.randn(n, c, h, h, device="cuda"), torch.randn(oc, c, k, k, device="cuda"), None
+        ref = f.conv2d(x.double(), w.double(), b, s, p)
+        cudnn = float((f.conv2d(x, w, b, s, p).double() - ref).norm() / ref.norm())
+        err = float((t.conv2d(x, w, b, s, p).double() - ref).norm() / ref.norm())
+        assert err < 1.5 * cudnn + 1e-8, ((n, c, h, oc, k, s, p), err, cudnn)

@@ -30,6 +30,9 @@ _Modes = Annotated[
     str, typer.Option(help="torch.compile modes to measure against (GPU; the CPU measures default)")
 ]
 _Trials = Annotated[int, typer.Option(min=5, help="timed whole-model calls per variant")]
+_Strategies = Annotated[
+    str | None, typer.Option(help="only these strategy families, e.g. tf32x3-conv,cuda-graph")
+]
 _ExtractOnly = Annotated[bool, typer.Option(help="profile and write the region tasks, then stop")]
 
 
@@ -48,6 +51,7 @@ def model_command(
     min_share: _MinShare = 0.02,
     max_regions: _MaxRegions = None,
     policy: _Policy = "embedded",
+    strategies: _Strategies = None,
     compile_modes: _Modes = "default,reduce-overhead,max-autotune",
     trials: _Trials = 30,
     extract_only: _ExtractOnly = False,
@@ -69,6 +73,7 @@ def model_command(
             out=out,
             settings=settings.replace(out=out / "batch" / "runs"),
             policy=policy,
+            families=tuple(f for f in (strategies or "").split(",") if f) or None,
             rounds=rounds,
             min_share=min_share,
             max_regions=max_regions,

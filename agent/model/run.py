@@ -46,6 +46,7 @@ class ModelOptions:
     out: Path
     settings: RunSettings
     policy: str = "embedded"
+    families: tuple[str, ...] | None = None  # the embedded policy tries only these strategy families
     rounds: int = 6  # rounds across all regions, spent by share (each region at least one)
     min_share: float = 0.02
     max_regions: int | None = None  # at most this many tasks, the largest shares first
@@ -144,7 +145,10 @@ def optimize_tasks(options: ModelOptions, manifest: dict[str, Any], say: Say) ->
         entry = TaskEntry(key=key, path=(options.out / region["task"]).resolve(), level=None)
         # no confirmation: the end-to-end step measures each region again in the model, alone and together
         line = run_task(
-            entry, BatchOptions(out=batch, settings=settings, policy=options.policy, confirm=False)
+            entry,
+            BatchOptions(
+                out=batch, settings=settings, policy=options.policy, confirm=False, families=options.families
+            ),
         )
         append_line(batch, line)
         done[key] = line

@@ -25,8 +25,10 @@ class Model(nn.Module):
         with torch.no_grad():
             for m in self.modules():
                 if isinstance(m, nn.BatchNorm2d):
-                    m.running_mean.copy_((torch.rand(m.num_features, generator=generator) - 0.5) * 0.4)
-                    m.running_var.copy_(torch.rand(m.num_features, generator=generator) + 0.5)
+                    m.running_mean.copy_(
+                        (torch.rand(m.num_features, generator=generator, device="cpu") - 0.5) * 0.4
+                    )
+                    m.running_var.copy_(torch.rand(m.num_features, generator=generator, device="cpu") + 0.5)
         self.eval()
 
     def forward(self, x):

@@ -14,11 +14,6 @@ product (see matmul_tf32x3_triton.py): fp32 accuracy at tensor-core rates, where
 cuDNN's strict-fp32 convolutions run on the FP32 CUDA cores. Bias and ReLU are applied
 to the accumulator before the single store. Any stride, padding and dilation; groups = 1.
 Tile sizes are autotuned per shape on the GPU.
-
-The convolutions run on kforge's kernel (``kforge.tools.gemm.tf32x3.conv2d``): the same
-implicit GEMM on operands split before it (the input in one pass, a weight once, kept on it),
-each K block's three TF32 products summed outside the tensor cores. ``PRESPLIT = False``
-runs this file's own kernel, which splits the tiles in registers.
 """
 
 import os
@@ -27,7 +22,6 @@ import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
-from kforge.tools.gemm.tf32x3 import conv2d as presplit_conv2d
 
 
 def _configs():
@@ -100,7 +94,6 @@ def conv2d_tf32x3_kernel(
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 _tuned = None if INTERPRETED else triton.autotune(configs=_configs(), key=["P", "C_out", "K"])(conv2d_tf32x3_kernel)
 _FIXED = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 8}
-PRESPLIT = True
 
 
 def _pair(v):
@@ -108,9 +101,8 @@ def _pair(v):
 
 
 def conv2d_tf32x3(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
-                  stride=1, padding=0, dilation=1, relu: bool = False, cache: bool = False) -> torch.Tensor:
-    """F.conv2d(x, weight, bias, stride, padding, dilation) (then ReLU) for fp32 NCHW x, groups = 1;
-    ``cache``: the weight outlives the call (its split is kept on it)."""
+                  stride=1, padding=0, dilation=1, relu: bool = False) -> torch.Tensor:
+    """F.conv2d(x, weight, bias, stride, padding, dilation) (then ReLU) for fp32 NCHW x, groups = 1."""
     if x.dtype != torch.float32 or weight.dtype != torch.float32:
         raise TypeError("conv2d_tf32x3 expects fp32 tensors")
     (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)
@@ -118,8 +110,6 @@ def conv2d_tf32x3(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
     C_out, C_w, KH, KW = weight.shape
     if C_w != C_in:
         raise ValueError(f"weight {tuple(weight.shape)} does not match {C_in} input channels (groups = 1 only)")
-    if PRESPLIT:
-        return presplit_conv2d(x, weight, bias, stride, padding, dilation, relu=relu, cache=cache)
     OH = (H + 2 * ph - dh * (KH - 1) - 1) // sh + 1
     OW = (W + 2 * pw - dw * (KW - 1) - 1) // sw + 1
     w2 = weight.reshape(C_out, C_in * KH * KW)  # a view for a contiguous weight

@@ -127,15 +127,6 @@ _tuned = None if INTERPRETED else triton.autotune(configs=_configs(), key=["M", 
 _FIXED = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 8}
 
 
-def _cached_split(owner: torch.Tensor, key: tuple, make) -> torch.Tensor:
-    """``make()``, kept on ``owner`` (a tensor that outlives the call) under ``key``."""
-    cached = getattr(owner, "_kforge_tf32x3_split", None)
-    if cached is None or cached[0] != key:
-        cached = (key, make())
-        owner._kforge_tf32x3_split = cached  # type: ignore[attr-defined]
-    return cached[1]
-
-
 def weight_split(b3: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """W' of b3, which is ``b`` as (batch or 1, K, N). Cached on the nn.Parameter that ``b`` is
     or is a view of, keyed by its version and storage (an in-place change or a new tensor
@@ -145,7 +136,11 @@ def weight_split(b3: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     if owner is None:
         return split(b3.transpose(1, 2))
     key = (owner._version, owner.data_ptr(), b.data_ptr(), tuple(b.shape), b.stride())
-    return _cached_split(owner, key, lambda: split(b3.transpose(1, 2)))
+    cached = getattr(owner, "_kforge_tf32x3_split", None)
+    if cached is None or cached[0] != key:
+        cached = (key, split(b3.transpose(1, 2)))
+        owner._kforge_tf32x3_split = cached  # type: ignore[attr-defined]
+    return cached[1]
 
 
 @torch.compiler.disable
@@ -175,109 +170,3 @@ def matmul(
         HAS_BIAS=bias is not None, ACT=ACTIVATIONS[act], **fixed,
     )  # fmt: skip
     return c
-
-
-@triton.jit
-def conv_kernel(
-    x_ptr, w_ptr, bias_ptr, y_ptr, SMALL, P, OH, OW, C_out, K, KP, H, W,
-    sxn, sxc, sxh, sxw, syn, syc, syh, syw, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w,
-    KH: tl.constexpr, KW: tl.constexpr, HAS_BIAS: tl.constexpr, RELU: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-):  # fmt: skip
-    """Implicit-GEMM Conv2d on split operands: out[m, co] = sum_k patch[m, k] w[co, k], m over
-    output pixels (n, oh, ow), k over taps (ci, kh, kw). A patch tile is gathered from x's big
-    part and, SMALL elements further, its remainder; W' is (C_out, 2 KP) [big | small]."""
-    pid = tl.program_id(0)
-    num_pid_m, num_pid_n = tl.cdiv(P, BLOCK_M), tl.cdiv(C_out, BLOCK_N)
-    group = GROUP_M * num_pid_n
-    first_m = (pid // group) * GROUP_M
-    size_m = min(num_pid_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % group) % size_m
-    pid_n = (pid % group) // size_m
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    mask_m, mask_n = offs_m < P, offs_n < C_out
-    n, rest = offs_m // (OH * OW), offs_m % (OH * OW)
-    oh, ow = rest // OW, rest % OW
-    ih0, iw0 = oh * stride_h - pad_h, ow * stride_w - pad_w
-    row = n.to(tl.int64) * sxn + ih0 * sxh + iw0 * sxw
-    w_rows = w_ptr + offs_n[None, :].to(tl.int64) * (2 * KP)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        k = k0 + tl.arange(0, BLOCK_K)
-        ci, tap = k // (KH * KW), k % (KH * KW)
-        kh, kw = tap // KW, tap % KW
-        ih = ih0[:, None] + (kh * dil_h)[None, :]
-        iw = iw0[:, None] + (kw * dil_w)[None, :]
-        inside = (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W) & mask_m[:, None] & (k < K)[None, :]
-        at = x_ptr + row[:, None] + (ci * sxc + kh * dil_h * sxh + kw * dil_w * sxw)[None, :]
-        a_big = tl.load(at, mask=inside, other=0.0)
-        a_small = tl.load(at + SMALL, mask=inside, other=0.0)
-        w_big = tl.load(w_rows + k[:, None], mask=mask_n[None, :], other=0.0)  # zero past K (padded)
-        w_small = tl.load(w_rows + KP + k[:, None], mask=mask_n[None, :], other=0.0)
-        part = tl.dot(a_small, w_big, input_precision="tf32")
-        part = tl.dot(a_big, w_small, part, input_precision="tf32")
-        part = tl.dot(a_big, w_big, part, input_precision="tf32")
-        acc += part
-    if HAS_BIAS:
-        acc += tl.load(bias_ptr + offs_n, mask=mask_n, other=0.0)[None, :]
-    if RELU:
-        acc = tl.maximum(acc, 0.0)
-    out = n.to(tl.int64) * syn + oh * syh + ow * syw
-    tl.store(
-        y_ptr + out[:, None] + offs_n[None, :].to(tl.int64) * syc, acc, mask=mask_m[:, None] & mask_n[None, :]
-    )
-
-
-def _conv_configs() -> list[triton.Config]:
-    shapes = [(128, 128, 32, 8, 3), (128, 64, 32, 4, 4), (64, 128, 32, 4, 4), (256, 64, 32, 8, 3),
-              (128, 256, 32, 8, 3), (64, 64, 32, 4, 4), (128, 128, 16, 8, 4)]  # fmt: skip
-    return [
-        triton.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8}, num_warps=w, num_stages=s)
-        for m, n, k, w, s in shapes
-    ]
-
-
-_conv_tuned = (
-    None if INTERPRETED else triton.autotune(configs=_conv_configs(), key=["P", "C_out", "K"])(conv_kernel)
-)
-
-
-def _pair(v: int | tuple[int, ...]) -> tuple[int, int]:
-    return (v, v) if isinstance(v, int) else (int(v[0]), int(v[1]))
-
-
-@torch.compiler.disable
-def conv2d(
-    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
-    stride: int | tuple[int, ...] = 1, padding: int | tuple[int, ...] = 0, dilation: int | tuple[int, ...] = 1,
-    relu: bool = False, cache: bool = False,
-) -> torch.Tensor:  # fmt: skip
-    """F.conv2d (then ReLU) for fp32 NCHW ``x``, groups = 1. The weight's split is cached on it
-    when it is an nn.Parameter, or when ``cache`` says it outlives the call (a folded weight)."""
-    (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)
-    batch, c_in, h, w = x.shape
-    c_out, _, kh, kw = weight.shape
-    oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
-    ow = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
-    xs = split(x.contiguous().reshape(1, 1, -1))  # [big | small] of the whole input, one pass
-    small = xs.shape[2] // 2
-    w2 = weight.reshape(c_out, -1)
-    if cache or isinstance(weight, torch.nn.Parameter):
-        key = (weight._version, weight.data_ptr(), tuple(weight.shape))
-        ws = _cached_split(weight, key, lambda: split(w2.unsqueeze(0))[0])
-    else:
-        ws = split(w2.unsqueeze(0))[0]
-    y = torch.empty((batch, c_out, oh, ow), device=x.device, dtype=torch.float32)
-    p, k = batch * oh * ow, w2.shape[1]
-    if y.numel() == 0:
-        return y
-    xv = xs[0, 0, : x.numel()].view(x.shape)  # the big part, laid out as x (contiguous)
-    grid = lambda meta: (triton.cdiv(p, meta["BLOCK_M"]) * triton.cdiv(c_out, meta["BLOCK_N"]),)  # noqa: E731
-    kernel, fixed = (conv_kernel, _FIXED) if _conv_tuned is None else (_conv_tuned, {})
-    kernel[grid](
-        xv, ws, y if bias is None else bias.contiguous(), y, small, p, oh, ow, c_out, k, ws.shape[1] // 2, h, w,
-        *xv.stride(), *y.stride(), sh, sw, ph, pw, dh, dw,
-        KH=kh, KW=kw, HAS_BIAS=bias is not None, RELU=relu, **fixed,
-    )  # fmt: skip
-    return y

@@ -31,7 +31,7 @@ def _kforge_conv3(x, weight, bias, stride, padding, dilation, relu=False):
 def _kforge_conv3_bn(x, weight, bias, bn_weight, bn_bias, mean, var, eps, stride, padding, dilation, relu=False):
     """An eval-mode BatchNorm after the convolution, folded into its weight and bias."""
     weight, bias = _kforge_folded(weight, bias, bn_weight, bn_bias, mean, var, eps)
-    return conv2d_tf32x3(x, weight, bias, stride, padding, dilation, relu=relu, cache=True)  # kept: split once
+    return conv2d_tf32x3(x, weight, bias, stride, padding, dilation, relu=relu)
 
 
 @torch.compiler.disable

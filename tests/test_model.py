@@ -547,3 +547,30 @@ def test_chat_model_runs_the_pipeline_and_llm_sets_the_llm(
         dispatch(session, "/model")
     dispatch(session, "/llm replay")
     assert session.settings.model == "replay"
+
+
+def test_strategies_restrict_the_policy_on_every_regions_task(
+    vit: tuple[Path, dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``kforge model --strategies A,B`` hands the families to each region's optimize run."""
+    import shutil
+
+    from kforge.agent.model import run
+    from kforge.agent.settings import RunSettings
+
+    out, manifest = vit
+    shutil.copytree(out, tmp_path / "m")
+    seen: list[Any] = []
+
+    def fake_run_task(entry: Any, options: Any) -> dict[str, Any]:
+        seen.append(options.families)
+        return {"task": entry.key, "status": "ok", "speedup_vs_eager": 1.0}
+
+    monkeypatch.setattr(run, "run_task", fake_run_task)
+    options = run.ModelOptions(spec=VIT, out=tmp_path / "m", settings=RunSettings(device="cpu"))
+    options.families = ("tf32x3-gemm", "cuda-graph")
+    lines = run.optimize_tasks(options, manifest, say=lambda message: None)
+    assert len(lines) == len([r for r in manifest["regions"] if r["task"]]) >= 2
+    assert seen == [("tf32x3-gemm", "cuda-graph")] * len(lines)
+    done = subprocess.run([*KFORGE, "model", "--help"], capture_output=True, text=True, timeout=120)
+    assert "--strategies" in done.stdout

@@ -13,7 +13,7 @@ long K inside the tensor cores' accumulator, as one TF32 GEMM over the concatena
 would (cuBLAS or Triton), lets its rounding error grow with K, 1e-5 relative at K = 768 and
 1e-4 at 8192, 30-100x cuBLAS fp32's (bench/bench_tf32_accumulate.py, H200, 2026-11-26). Per
 block the error stayed at 1.4-3.2e-7, below cuBLAS fp32's 4-9e-7, at 1.4-1.6x the speed of the
-in-register split and 1.6-2.1x cuBLAS fp32 (docs/log/2026-11-26-tf32x3-presplit.md).
+in-register split and 1.6-2.1x cuBLAS fp32 (docs/log/2026-11-26-tf32x3-presplit-and-models.md).
 
 This module is kforge's own kernel, tested against float64 (tests/test_tf32x3_presplit.py);
 candidates call it. Its dots ask for ``input_precision="tf32"`` on operands that are exact TF32

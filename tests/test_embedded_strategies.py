@@ -295,8 +295,11 @@ def test_tf32x3_candidate_is_verified_by_the_engine_and_a_broken_kernel_is_caugh
     spec = next(s for s in specs if s.family == "tf32x3-gemm")
     source = registry.build(task, spec, analysis)
     assert static_cheats(source, task.source, "fp32") == []
-    assert "input_precision='tf32x3'" in source and "presplit_matmul(" in source
-    broken = source.replace("presplit_matmul(a3, b3, b, bias, act)", "presplit_matmul(a3, b3, b, None, act)")
+    assert "input_precision='tf32x3'" in source and "presplit_linear(" in source
+    broken = source.replace(
+        "presplit_linear(x, weight, bias, act or '')", "presplit_linear(x, weight, None, act or '')"
+    )
+    broken = broken.replace("presplit_mm(a, b, bias, act or '')", "presplit_mm(a, b, None, act or '')")
     assert broken != source
     good, bad = evaluate_many(load_task(GEMM_CHAIN), [source, broken], make_cpu_options())
     assert good.status == Status.OK and good.correct, good.log
@@ -322,10 +325,11 @@ def test_tf32x3_fuses_the_activation_into_the_gemm_epilogue_and_a_broken_one_is_
     for act in ("'gelu'", "'relu'", "'gelu_tanh'"):
         assert body.count(act) == 1, (act, body)
     assert "gelu(" not in body.replace("_kforge", "") and "relu(" not in body.replace("_kforge", "")
-    broken = source.replace(  # the GEMM's GELU forgotten
-        "presplit_matmul(a3, b3, b, bias, act)",
-        "presplit_matmul(a3, b3, b, bias, None if act == 'gelu' else act)",
+    forgotten = "'' if act == 'gelu' else act or ''"  # the GEMM's GELU forgotten
+    broken = source.replace(
+        "presplit_linear(x, weight, bias, act or '')", f"presplit_linear(x, weight, bias, {forgotten})"
     )
+    broken = broken.replace("presplit_mm(a, b, bias, act or '')", f"presplit_mm(a, b, bias, {forgotten})")
     assert broken != source
     good, bad = evaluate_many(load_task(MLP_GELU), [source, broken], make_cpu_options())
     assert good.status == Status.OK and good.correct, good.log

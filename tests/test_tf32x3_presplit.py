@@ -104,3 +104,26 @@ def test_on_the_gpu_the_error_stays_at_fp32s_with_every_epilogue_and_no_flag_is_
             assert err < 1.5 * fp32_err + 1e-8, (act, err, fp32_err)  # as accurate as cuBLAS fp32
             assert torch.allclose(y, fp32, atol=1e-4, rtol=1e-4)
     assert torch.backends.cuda.matmul.allow_tf32 is False
+
+
+def test_under_torch_compile_the_gemms_are_ops_in_one_graph_with_no_break():
+    """The linear and mm ops are custom ops with shapes for the compiler: a block of two GEMMs
+    and elementwise work between them compiles to one graph, and computes what eager does."""
+    code = """
+import torch._dynamo
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc, self.proj = torch.nn.Linear(100, 64), torch.nn.Linear(64, 100)
+    def forward(self, x, b):
+        h = t.linear(x, self.fc.weight, self.fc.bias, "gelu")
+        return t.linear(torch.tanh(h) * 2.0, self.proj.weight, self.proj.bias, "") + t.mm(x, b, None, "relu")
+block, x, b = Block(), torch.randn(3, 7, 100), torch.randn(100, 100)
+explained = torch._dynamo.explain(block)(x, b)
+with torch.no_grad():
+    ref = block(x, b).double()
+    got = torch.compile(block)(x, b).double()
+print(explained.graph_count, explained.graph_break_count, rel(got, ref))
+"""
+    graphs, breaks, err = _interpreted(code).split(" ")
+    assert graphs == "1" and breaks == "0" and float(err) < 1e-6

@@ -30,7 +30,8 @@ import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
-from kforge.tools.gemm.tf32x3 import matmul as presplit_matmul
+from kforge.tools.gemm.tf32x3 import linear as presplit_linear
+from kforge.tools.gemm.tf32x3 import mm as presplit_mm
 
 
 def _configs():
@@ -177,8 +178,7 @@ def matmul_tf32x3(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = 
         raise ValueError(f"cannot multiply {tuple(a.shape)} by {tuple(b.shape)}")
     slices = split_k(M, N, K) if a.dim() == b.dim() == 2 else 1
     if slices == 1 and PRESPLIT:  # kforge's kernel: the operands split before the GEMM
-        c = presplit_matmul(a3, b3, b, bias, act)
-        return c if batched else c[0]
+        return presplit_mm(a, b, bias, act or "")
     if slices > 1:  # slice j of K: A's columns and B's rows j*K/s.. (views), then one fp32 sum
         ks = K // slices
         parts = matmul_tf32x3(a.reshape(M, slices, ks).transpose(0, 1), b.reshape(slices, ks, N))
@@ -208,12 +208,20 @@ def matmul_tf32x3(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = 
     return c if batched else c[0]
 
 
+def linear_tf32x3(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+                  act: str | None = None) -> torch.Tensor:
+    """act(x @ weight^T (+ bias)) for an nn.Linear weight (N, K): kforge's op, whose split of the
+    weight is kept on it, and one node under torch.compile."""
+    rows = x.numel() // max(x.shape[-1], 1)
+    if PRESPLIT and x.dtype == weight.dtype == torch.float32 and split_k(rows, weight.shape[0], weight.shape[1]) == 1:
+        return presplit_linear(x, weight, bias, act or "")
+    return matmul_tf32x3(x.reshape(-1, x.shape[-1]), weight.t(), bias, act=act).reshape(*x.shape[:-1], -1)
+
+
 class ModelNew(nn.Module):
     def __init__(self, in_features: int, out_features: int):
         super().__init__()
         self.linear = nn.Linear(in_features, out_features)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x2 = x.reshape(-1, x.shape[-1])
-        y = matmul_tf32x3(x2, self.linear.weight.t(), self.linear.bias, relu=True)
-        return y.reshape(*x.shape[:-1], y.shape[-1])
+        return linear_tf32x3(x, self.linear.weight, self.linear.bias, act="relu")

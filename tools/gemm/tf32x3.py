@@ -143,7 +143,6 @@ def weight_split(b3: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return cached[1]
 
 
-@torch.compiler.disable
 def matmul(
     a3: torch.Tensor,
     b3: torch.Tensor,
@@ -170,3 +169,36 @@ def matmul(
         HAS_BIAS=bias is not None, ACT=ACTIVATIONS[act], **fixed,
     )  # fmt: skip
     return c
+
+
+# torch.compile sees each call below as one opaque node (a custom op with a fake
+# implementation for shapes): no graph break, so the elementwise work around the GEMMs still
+# fuses. (A torch.compiler.disable'd call breaks the graph at every GEMM: the patched GPT-2
+# through torch.compile measured 4.8x slower than without it, docs/log/2026-11-26-...)
+@torch.library.custom_op("kforge::tf32x3_linear", mutates_args=())
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, act: str) -> torch.Tensor:
+    """act(x @ weight^T + bias) for x (..., K) and an nn.Linear weight (N, K); act "" for none."""
+    x2 = x.reshape(-1, x.shape[-1])
+    wt = weight.t()
+    out = matmul(x2.unsqueeze(0), wt.unsqueeze(0), wt, bias, act or None)[0]
+    return out.reshape(*x.shape[:-1], weight.shape[0])
+
+
+@linear.register_fake
+def _linear_shape(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, act: str) -> torch.Tensor:
+    return x.new_empty((*x.shape[:-1], weight.shape[0]))
+
+
+@torch.library.custom_op("kforge::tf32x3_mm", mutates_args=())
+def mm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, act: str) -> torch.Tensor:
+    """act(a @ b + bias): 2-D @ 2-D, 3-D @ 3-D (a B per batch) or N-D @ 2-D; act "" for none."""
+    if a.dim() == b.dim() == 3:
+        return matmul(a, b, b, bias, act or None)
+    a2 = a.reshape(-1, a.shape[-1])
+    out = matmul(a2.unsqueeze(0), b.unsqueeze(0), b, bias, act or None)[0]
+    return out.reshape(*a.shape[:-1], b.shape[-1])
+
+
+@mm.register_fake
+def _mm_shape(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, act: str) -> torch.Tensor:
+    return a.new_empty((*a.shape[:-1], b.shape[-1]))

@@ -57,7 +57,7 @@ def _kforge_mm3(a, b, bias=None, act=None):
 
 
 def _kforge_linear3(x, weight, bias=None, act=None):
-    return _kforge_mm3(x, weight.t(), bias, act)
+    return linear_tf32x3(x, weight, bias, act)
 '''
 
 

@@ -174,7 +174,7 @@ def matmul(
 # torch.compile sees each call below as one opaque node (a custom op with a fake
 # implementation for shapes): no graph break, so the elementwise work around the GEMMs still
 # fuses. (A torch.compiler.disable'd call breaks the graph at every GEMM: the patched GPT-2
-# through torch.compile measured 4.8x slower than without it, docs/log/2026-11-26-...)
+# through torch.compile measured 4.8x slower than without it, docs/log/2026-11-26-tf32x3-presplit-and-models.md)
 @torch.library.custom_op("kforge::tf32x3_linear", mutates_args=())
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, act: str) -> torch.Tensor:
     """act(x @ weight^T + bias) for x (..., K) and an nn.Linear weight (N, K); act "" for none."""

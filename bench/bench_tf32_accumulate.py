@@ -20,7 +20,6 @@ Inputs ``rand`` (all products positive: a rounding bias adds up with K) and ``ra
 
 from __future__ import annotations
 
-import statistics
 import sys
 
 import torch
@@ -31,6 +30,7 @@ from kforge.examples import ROOT as EXAMPLES
 
 sys.path.insert(0, str(EXAMPLES / "candidates"))
 import matmul_tf32x3_triton as mt  # noqa: E402
+from bench_tf32x3 import timed  # noqa: E402
 from kforge.tools.gemm import tf32x3  # noqa: E402
 
 SHAPES = [
@@ -94,20 +94,6 @@ def presplit(a3: torch.Tensor, w3: torch.Tensor, mode: int) -> torch.Tensor:
     grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)  # noqa: E731
     tuned[grid](a3, w3, c, m, n, kp, MODE=mode)
     return c
-
-
-def timed(fn, reps: int = 20) -> float:
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
 
 
 def in_registers(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

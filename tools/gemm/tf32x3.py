@@ -127,15 +127,14 @@ _tuned = None if INTERPRETED else triton.autotune(configs=_configs(), key=["M", 
 _FIXED = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 8}
 
 
-def weight_split(b3: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """W' of b3, which is ``b`` as (batch or 1, K, N). Cached on the nn.Parameter that ``b`` is
-    or is a view of, keyed by its version and storage (an in-place change or a new tensor
-    assigned to it splits again); any other tensor is split on every call."""
-    owner = b if isinstance(b, torch.nn.Parameter) else b._base
-    owner = owner if isinstance(owner, torch.nn.Parameter) else None
-    if owner is None:
+def weight_split(b3: torch.Tensor) -> torch.Tensor:
+    """W' of b3 (batch or 1, K, N). Cached on the nn.Parameter that b3 is or is a view of (a
+    view's ``_base`` is its root), keyed by its version and storage (an in-place change or a
+    new tensor assigned to it splits again); any other tensor is split on every call."""
+    owner = b3 if isinstance(b3, torch.nn.Parameter) else b3._base
+    if not isinstance(owner, torch.nn.Parameter):
         return split(b3.transpose(1, 2))
-    key = (owner._version, owner.data_ptr(), b.data_ptr(), tuple(b.shape), b.stride())
+    key = (owner._version, owner.data_ptr(), b3.data_ptr(), tuple(b3.shape), b3.stride())
     cached = getattr(owner, "_kforge_tf32x3_split", None)
     if cached is None or cached[0] != key:
         cached = (key, split(b3.transpose(1, 2)))
@@ -144,19 +143,15 @@ def weight_split(b3: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def matmul(
-    a3: torch.Tensor,
-    b3: torch.Tensor,
-    b: torch.Tensor,
-    bias: torch.Tensor | None = None,
-    act: str | None = None,
+    a3: torch.Tensor, b3: torch.Tensor, bias: torch.Tensor | None = None, act: str | None = None
 ) -> torch.Tensor:
-    """act(a3 @ b3 (+ bias)) for fp32 (batch, M, K) @ (batch or 1, K, N); ``b`` is the tensor the
-    caller holds (b3 or a view of it), whose owner caches its split."""
+    """act(a3 @ b3 (+ bias)) for fp32 (batch, M, K) @ (batch or 1, K, N); a b3 that is (a view
+    of) an nn.Parameter has its split kept on the parameter."""
     if act not in ACTIVATIONS:
         raise ValueError(f"unknown activation {act!r}: relu, gelu or gelu_tanh")
     batch, m, _ = a3.shape
     n = b3.shape[2]
-    a_split, w_split = split(a3), weight_split(b3, b)
+    a_split, w_split = split(a3), weight_split(b3)
     kp = a_split.shape[2] // 2
     c = torch.empty((batch, m, n), device=a3.device, dtype=torch.float32)
     if c.numel() == 0:
@@ -179,8 +174,7 @@ def matmul(
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, act: str) -> torch.Tensor:
     """act(x @ weight^T + bias) for x (..., K) and an nn.Linear weight (N, K); act "" for none."""
     x2 = x.reshape(-1, x.shape[-1])
-    wt = weight.t()
-    out = matmul(x2.unsqueeze(0), wt.unsqueeze(0), wt, bias, act or None)[0]
+    out = matmul(x2.unsqueeze(0), weight.t().unsqueeze(0), bias, act or None)[0]
     return out.reshape(*x.shape[:-1], weight.shape[0])
 
 
@@ -193,9 +187,9 @@ def _linear_shape(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
 def mm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, act: str) -> torch.Tensor:
     """act(a @ b + bias): 2-D @ 2-D, 3-D @ 3-D (a B per batch) or N-D @ 2-D; act "" for none."""
     if a.dim() == b.dim() == 3:
-        return matmul(a, b, b, bias, act or None)
+        return matmul(a, b, bias, act or None)
     a2 = a.reshape(-1, a.shape[-1])
-    out = matmul(a2.unsqueeze(0), b.unsqueeze(0), b, bias, act or None)[0]
+    out = matmul(a2.unsqueeze(0), b.unsqueeze(0), bias, act or None)[0]
     return out.reshape(*a.shape[:-1], b.shape[-1])
 
 

@@ -63,6 +63,7 @@ KERNEL_LIBRARIES = (
     "kforge.tools.gemm.cublaslt",
     "kforge.tools.gemm.dispatch",
     "kforge.tools.gemm.tf32x3",
+    "kforge.tools.gemm.attention",
 )
 REACH_ATTRIBUTES = {
     "modules": "reads sys.modules (the task's or kforge's modules)",

@@ -21,7 +21,8 @@ M-major, B K-major, K zero-padded to a multiple of 64, aligned rows) when that c
 cheap beside the GEMM. Tile sizes are autotuned per (M, N, K). A 2-D GEMM with too few
 output tiles to fill the GPU and a long K (KernelBench L1 6: 256 x 524288 x 256, four
 128x128 tiles) is split along K: the slices run as one batched GEMM (views, no copy) and
-are summed in fp32.
+are summed in fp32. ``attention_tf32x3`` is kforge's flash attention with 3xTF32 products
+(``kforge.tools.gemm.attention``), for the attention between a transformer's GEMMs.
 """
 
 import os
@@ -30,6 +31,7 @@ import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
+from kforge.tools.gemm.attention import sdpa as flash_sdpa_tf32x3
 from kforge.tools.gemm.tf32x3 import linear as presplit_linear
 from kforge.tools.gemm.tf32x3 import mm as presplit_mm
 
@@ -216,6 +218,14 @@ def linear_tf32x3(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
     if PRESPLIT and x.dtype == weight.dtype == torch.float32 and split_k(rows, weight.shape[0], weight.shape[1]) == 1:
         return presplit_linear(x, weight, bias, act or "")
     return matmul_tf32x3(x.reshape(-1, x.shape[-1]), weight.t(), bias, act=act).reshape(*x.shape[:-1], -1)
+
+
+def attention_tf32x3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False,
+                     scale: float | None = None) -> torch.Tensor:
+    """scaled_dot_product_attention(q, k, v, is_causal=..., scale=...) without mask or dropout,
+    grouped query heads allowed: kforge's flash attention with 3xTF32 products, one node under
+    torch.compile."""
+    return flash_sdpa_tf32x3(q, k, v, bool(is_causal), float(scale) if scale is not None else 0.0)
 
 
 class ModelNew(nn.Module):

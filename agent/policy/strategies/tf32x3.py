@@ -40,6 +40,8 @@ MIN_CONV_K = 256  # C_in * KH * KW: a shorter reduction leaves the tensor cores 
 TILE = 128
 MIN_TILES = 132  # one wave of 128x128 output tiles on an H100: fewer leave SMs idle
 MIN_K = 512  # measured: K >= 1024 won on every KernelBench GEMM; K = 256 (L1 11's einsum) lost, 0.79x
+ATTENTION_TILE = 64  # the flash kernel's smaller query tile
+ATTENTION_MIN_KEYS = 64  # fewer keys than one key tile: little work per program
 MIN_SIDE = 64  # a narrower M or N wastes most of a tensor-core tile
 # Fewer output tiles than a wave, but a K this long: the kernel splits K into slices that
 # together fill the GPU (L1 6, 256 x 524288 x 256: 64 slices of 8192). Measured on the H200:
@@ -58,6 +60,10 @@ def _kforge_mm3(a, b, bias=None, act=None):
 
 def _kforge_linear3(x, weight, bias=None, act=None):
     return linear_tf32x3(x, weight, bias, act)
+
+
+def _kforge_sdpa3(q, k, v, is_causal=False, scale=None):
+    return attention_tf32x3(q, k, v, is_causal, scale)
 '''
 
 
@@ -81,6 +87,15 @@ def _kforge_linear3(
     x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, act: str | None = None
 ) -> torch.Tensor:
     return _activate(torch.nn.functional.linear(x, weight, bias), act)
+
+
+def _kforge_sdpa3(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False, scale: float | None = None
+) -> torch.Tensor:
+    enable_gqa = q.dim() == 4 and k.dim() == 4 and q.shape[1] != k.shape[1]
+    return torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, is_causal=is_causal, scale=scale, enable_gqa=enable_gqa
+    )
 
 
 def fuse_activation(gm: torch.fx.GraphModule, new: torch.fx.Node) -> bool:
@@ -123,6 +138,41 @@ def _gemm_shape(a: torch.Tensor, b: torch.Tensor) -> tuple[int, int, int, int] |
     return None
 
 
+SDPAS = (
+    torch.nn.functional.scaled_dot_product_attention,
+    torch.ops.aten.scaled_dot_product_attention.default,
+)
+SDPA_ARGS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
+SDPA_DEFAULTS = (None, None, None, None, 0.0, False, None, False)
+
+
+def _sdpa_call(node: torch.fx.Node) -> tuple[Any, ...] | None:
+    """(q, k, v, is_causal, scale) of a scaled_dot_product_attention the flash kernel computes
+    (fp32, no mask, no dropout, head dim <= 128, grouped heads only under enable_gqa, enough
+    query tiles to fill the GPU), else None."""
+    if node.op != "call_function" or node.target not in SDPAS:
+        return None
+    if len(node.args) > len(SDPA_ARGS) or any(key not in SDPA_ARGS for key in node.kwargs):
+        return None
+    q, k, v, mask, dropout, causal, scale, gqa = (
+        fx_rewrite._arg(node, i, name, default)
+        for i, (name, default) in enumerate(zip(SDPA_ARGS, SDPA_DEFAULTS, strict=True))
+    )
+    if mask is not None or dropout not in (0, 0.0) or not isinstance(causal, bool):
+        return None
+    if not (scale is None or isinstance(scale, float | int)) or not isinstance(gqa, bool):
+        return None
+    from ....tools.gemm.attention import unsupported  # Triton: imported when a graph is rewritten
+
+    qm, km, vm = _meta(q), _meta(k), _meta(v)
+    if qm is None or km is None or vm is None or unsupported(qm, km, vm, gqa):
+        return None
+    batch, heads, length, _ = qm.shape
+    if batch * heads * -(-length // ATTENTION_TILE) < MIN_TILES or km.shape[2] < ATTENTION_MIN_KEYS:
+        return None
+    return q, k, v, causal, scale
+
+
 def replace_gemms(gm: torch.fx.GraphModule) -> int:
     fired = 0
     graph = gm.graph
@@ -131,6 +181,14 @@ def replace_gemms(gm: torch.fx.GraphModule) -> int:
         if out is None or out.dtype != torch.float32 or not node.users:
             continue
         parts = fx_rewrite._linear_parts(gm, node)
+        sdpa = _sdpa_call(node)
+        if sdpa is not None:
+            with graph.inserting_before(node):
+                new = graph.create_node("call_function", _kforge_sdpa3, sdpa, name="sdpa3")
+            new.meta.update(node.meta)
+            node.replace_all_uses_with(new)
+            fired += 1
+            continue
         if parts is not None:
             x, weight, bias = parts
             xm, wm = _meta(x), _meta(weight) if weight.op != "get_attr" else _attr(gm, weight)
@@ -264,8 +322,8 @@ class _Family:
 
 GEMM = _Family(
     "tf32x3-gemm", "tf32x3", "tf32x3", replace_gemms, KERNEL_FILE, HELPERS,
-    {"_kforge_mm3": _kforge_mm3, "_kforge_linear3": _kforge_linear3},
-    "fp32 GEMMs on tensor cores at fp32 accuracy (3xTF32 Triton kernel, tiles autotuned)",
+    {"_kforge_mm3": _kforge_mm3, "_kforge_linear3": _kforge_linear3, "_kforge_sdpa3": _kforge_sdpa3},
+    "fp32 GEMMs and attention on tensor cores at fp32 accuracy (3xTF32 Triton kernels, tiles autotuned)",
 )  # fmt: skip
 CONV = _Family(
     "tf32x3-conv", "tf32x3-conv", "tf32x3-conv", replace_convs, CONV_KERNEL_FILE, conv_fold.CONV_HELPERS,

@@ -1,0 +1,247 @@
+"""kforge's flash attention with 3xTF32 products (tools/gemm/attention.py): it matches a
+float64 ``scaled_dot_product_attention`` under Triton's interpreter (causal or not, grouped
+query heads, any lengths, strided operands), its TF32 parts carry fp32 accuracy where one
+TF32 pass does not, torch.compile keeps it as one node, and the tf32x3-gemm strategy puts
+the attention of a region (its functional or ATen form) on it, verified by the engine, with
+a broken kernel caught."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from kforge.agent.policy.features import task_features
+from kforge.agent.policy.strategies import registry, tf32x3
+from kforge.tools.evaluate import evaluate_many
+from kforge.tools.result import Status
+from kforge.tools.static_checks import static_cheats
+from kforge.tools.task import load_task
+
+CODE_PRELUDE = """
+import torch
+import torch.nn.functional as F
+from kforge.tools.gemm import attention as A
+torch.manual_seed(0)
+def errors(q, k, v, causal, gqa, scale=None, kernel=A.sdpa):
+    ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal, scale=scale, enable_gqa=gqa)
+    fp32 = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=gqa)
+    out = kernel(q, k, v, causal, 0.0 if scale is None else scale)
+    return float((out.double() - ref).abs().max()), float((fp32.double() - ref).abs().max())
+"""
+
+
+def _interpreted(code: str) -> str:
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", CODE_PRELUDE + code], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_the_kernel_matches_float64_causal_or_not_with_grouped_heads_odd_lengths_and_strides():
+    """Cases: ViT-like (no mask), GPT-2-like (causal), Llama-like (causal, 4 query heads per key
+    head), more keys than queries and fewer (the causal mask aligned top-left), a head dim that is
+    not a power of two, q/k/v as transposed views of (B, L, H, D) as models make them, a given
+    scale. The error against float64 stays at fp32's (PyTorch's own fp32 attention)."""
+    code = """
+cases = [
+    (2, 3, 3, 45, 45, 32, False, None, False),
+    (1, 2, 2, 37, 37, 16, True, None, False),
+    (2, 8, 2, 33, 33, 16, True, None, True),
+    (1, 2, 1, 20, 51, 24, True, 0.3, True),
+    (1, 2, 2, 50, 19, 16, True, None, False),
+]
+worst = 0.0
+for b, hq, hk, L, S, d, causal, scale, viewed in cases:
+    if viewed:  # (B, L, H, D) transposed, as a model's reshape then transpose(1, 2) gives
+        q = torch.randn(b, L, hq, d).transpose(1, 2)
+        k, v = (torch.randn(b, S, hk, d).transpose(1, 2) for _ in range(2))
+    else:
+        q, k, v = torch.randn(b, hq, L, d), torch.randn(b, hk, S, d), torch.randn(b, hk, S, d)
+    err, fp32 = errors(q * 3, k * 3, v, causal, hq != hk, scale)
+    worst = max(worst, err / fp32)
+print(worst)
+"""
+    assert float(_interpreted(code)) < 3.0  # at most a few times fp32's own rounding
+
+
+def test_one_tf32_pass_or_a_wrong_head_mapping_is_far_from_float64():
+    """The test above can fail: the same kernel with its remainders dropped (one TF32 pass,
+    emulated by truncating the inputs as tensor cores read them) errs far beyond fp32, and
+    reading key head h % Hkv instead of h // (Hq / Hkv) is wrong outright."""
+    code = """
+tf32 = lambda x: (x.contiguous().view(torch.int32) & -8192).view(torch.float32)
+q, k, v = torch.randn(1, 4, 40, 32) * 3, torch.randn(1, 2, 40, 32) * 3, torch.randn(1, 2, 40, 32)
+one_pass = lambda q, k, v, c, s: A.sdpa(tf32(q), tf32(k), tf32(v), c, s)
+interleaved = lambda q, k, v, c, s: A.sdpa(q, k.repeat(1, 2, 1, 1), v.repeat(1, 2, 1, 1), c, s)
+e_one, fp32 = errors(q, k, v, True, True, kernel=one_pass)
+e_map, _ = errors(q, k, v, True, True, kernel=interleaved)
+print(e_one / fp32, e_map)
+"""
+    one, mapping = (float(x) for x in _interpreted(code).split(" "))
+    assert one > 20 and mapping > 0.1
+
+
+def test_unsupported_operands_get_a_one_line_reason():
+    from kforge.tools.gemm import attention
+
+    q, k = torch.randn(1, 4, 8, 16), torch.randn(1, 2, 8, 16)
+    assert attention.unsupported(q, k, k, enable_gqa=True) == ""
+    assert "enable_gqa" in attention.unsupported(q, k, k, enable_gqa=False)
+    assert "fp32" in attention.unsupported(q.half(), k, k)
+    assert "head dims" in attention.unsupported(torch.randn(1, 2, 8, 256), *[torch.randn(1, 2, 8, 256)] * 2)
+    with pytest.raises(ValueError, match="call F.scaled_dot_product_attention instead"):
+        attention.sdpa(q.half(), k.half(), k.half(), False, 0.0)
+
+
+def test_under_torch_compile_the_attention_is_one_op_in_one_graph():
+    code = """
+import torch._dynamo
+def block(x, w):
+    q, k, v = (x @ w).chunk(3, dim=-1)
+    q, k, v = (t.reshape(2, 24, 2, 16).transpose(1, 2) for t in (q, k, v))
+    return torch.tanh(A.sdpa(q, k, v, True, 0.0)).sum(1)
+x, w = torch.randn(2, 24, 32), torch.randn(32, 96)
+explained = torch._dynamo.explain(block)(x, w)
+ref = block(x, w).double()
+got = torch.compile(block)(x, w).double()
+print(explained.graph_count, explained.graph_break_count, float((got - ref).abs().max()))
+"""
+    graphs, breaks, err = _interpreted(code).split(" ")
+    assert graphs == "1" and breaks == "0" and float(err) < 1e-6
+
+
+ATTENTION_TASK = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    """A decoder's attention with grouped query heads, written as F.scaled_dot_product_attention."""
+
+    def __init__(self):
+        super().__init__()
+        self.q, self.kv, self.o = nn.Linear(64, 64), nn.Linear(64, 32), nn.Linear(64, 64)
+
+    def forward(self, x):
+        b, n, _ = x.shape
+        q = self.q(x).reshape(b, n, 4, 16).transpose(1, 2)
+        k, v = self.kv(x).reshape(b, n, 2, 16).transpose(1, 2).chunk(2, dim=1)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        return self.o(y.transpose(1, 2).reshape(b, n, 64))
+
+
+def get_inputs():
+    return [torch.randn(2, 40, 64)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+ATEN_ATTENTION_TASK = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """A region of a user's model as kforge model writes it: ATen calls, heads already split."""
+
+    def forward(self, q, k, v):
+        y = torch.ops.aten.scaled_dot_product_attention.default(q, k, v, None, 0.0, False, scale=0.25)
+        return torch.ops.aten.scaled_dot_product_attention.default(y, k, v, None, 0.0, True)
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 40, 16), torch.randn(2, 3, 70, 16), torch.randn(2, 3, 70, 16)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def _analysis(path):
+    task = load_task(path, check_import=False)
+    analysis = registry.analyse_task(task, task_features(task, None, "fp32", None))
+    return task, analysis, registry.base_specs(analysis, "fp32", "cuda")
+
+
+def _small_attention_qualifies(monkeypatch) -> None:
+    for name in ("MIN_TILES", "MIN_K", "MIN_SIDE", "ATTENTION_MIN_KEYS"):
+        monkeypatch.setattr(tf32x3, name, 1)
+
+
+def test_the_strategy_puts_attention_on_the_kernel_verified_and_a_broken_kernel_is_caught(
+    monkeypatch, make_cpu_options, tmp_path
+):
+    """The GQA attention task and the ATen form get ``_kforge_sdpa3`` calls (none at their
+    small sizes under the real thresholds); the candidate file is verified by the engine under
+    the interpreter, and the same file with the causal mask dropped is incorrect."""
+    results = []
+    for name, text, calls in (("gqa.py", ATTENTION_TASK, 1), ("aten.py", ATEN_ATTENTION_TASK, 2)):
+        path = tmp_path / name
+        path.write_text(text)
+        _, analysis, _ = _analysis(path)
+        assert analysis.gemm3 is None or "_kforge_sdpa3(" not in analysis.gemm3[0].method
+        with monkeypatch.context() as patch:
+            _small_attention_qualifies(patch)
+            task, analysis, specs = _analysis(path)
+            assert analysis.gemm3 is not None, analysis.notes
+            assert analysis.gemm3[0].method.count("_kforge_sdpa3(") == calls, analysis.gemm3[0].method
+            source = registry.build(task, next(s for s in specs if s.family == "tf32x3-gemm"), analysis)
+        assert static_cheats(source, task.source, "fp32") == []
+        broken = source.replace(
+            "flash_sdpa_tf32x3(q, k, v, bool(is_causal)", "flash_sdpa_tf32x3(q, k, v, False"
+        )
+        assert broken != source
+        results.append(evaluate_many(load_task(path), [source, broken], make_cpu_options()))
+    for good, bad in results:
+        assert good.status == Status.OK and good.correct, good.log
+        assert good.fp64_rel_err is not None and good.fp64_rel_err < 1e-5
+        assert bad.status == Status.INCORRECT, bad.log
+
+
+def test_a_masked_or_dropout_attention_is_left_to_pytorch(monkeypatch, tmp_path):
+    _small_attention_qualifies(monkeypatch)
+    masked = ATTENTION_TASK.replace(
+        "is_causal=True, enable_gqa=True", "attn_mask=x[:1, None, :, :40] > 0, enable_gqa=True"
+    )
+    dropped = ATTENTION_TASK.replace("is_causal=True,", "dropout_p=0.1, is_causal=True,")
+    for name, text in (("masked.py", masked), ("dropout.py", dropped)):
+        path = tmp_path / name
+        path.write_text(text)
+        _, analysis, _ = _analysis(path)
+        assert analysis.gemm3 is None or "_kforge_sdpa3(" not in analysis.gemm3[0].method, name
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_error_stays_at_fp32s_at_the_models_shapes():
+    """ViT-B/16's, GPT-2's and Llama's attention (strict fp32 flags untouched): the error
+    against float64 within 1.5x of PyTorch's fp32 attention."""
+    from kforge.tools.gemm import attention
+
+    torch.manual_seed(0)
+    F = torch.nn.functional
+    for b, hq, hk, n, d, causal in (
+        (32, 12, 12, 197, 64, False),
+        (8, 12, 12, 1024, 64, True),
+        (4, 32, 8, 512, 64, True),
+    ):
+        q = torch.randn(b, hq, n, d, device="cuda")
+        k, v = torch.randn(b, hk, n, d, device="cuda"), torch.randn(b, hk, n, d, device="cuda")
+        gqa = hq != hk
+        ref = F.scaled_dot_product_attention(
+            q.double(), k.double(), v.double(), is_causal=causal, enable_gqa=gqa
+        )
+        fp32 = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
+        out = attention.sdpa(q, k, v, causal, 0.0)
+        err = float((out.double() - ref).norm() / ref.norm())
+        fp32_err = float((fp32.double() - ref).norm() / ref.norm())
+        assert err < 1.5 * fp32_err + 1e-8, (b, hq, n, err, fp32_err)
+    assert torch.backends.cuda.matmul.allow_tf32 is False

@@ -1,0 +1,177 @@
+"""Scaled dot-product attention at fp32 accuracy on tensor cores: flash attention with 3xTF32.
+
+In strict fp32, ``F.scaled_dot_product_attention`` runs the memory-efficient kernel on the
+FP32 CUDA cores (flash attention has no fp32 path), and torch.compile keeps that call. This
+kernel is flash attention (one program per BLOCK_M query rows of one head: Q on chip, K and V
+swept in BLOCK_N-row tiles, an online softmax, the (L, S) scores never in memory) whose two
+products are 3xTF32, as in :mod:`.tf32x3`: each operand tile is split in registers into a TF32
+big part and its TF32-rounded remainder, and each product is the three TF32 dots
+big*big + big*small + small*big, started from zero and added to an fp32 sum outside the
+tensor cores. Q K^T has K = head_dim per dot (64 or 128), and P V adds one key block's
+products per step, so no long sum stays in the tensor cores' accumulator, whose rounding
+error grows with its length (bench/bench_tf32_accumulate.py). The softmax (max, exp2, sums,
+rescaling) is fp32.
+
+Semantics are ``scaled_dot_product_attention(q, k, v, is_causal=..., scale=...,
+enable_gqa=...)`` without a mask or dropout: (B, Hq, L, D) queries, (B, Hkv, S, D) keys and
+values with Hq a multiple of Hkv (query head h reads key head h // (Hq / Hkv), as
+``enable_gqa`` does), a causal mask aligned top-left (key j is seen by query i when j <= i),
+the scale 1/sqrt(D) when none is given. Any strides; the output is contiguous.
+
+kforge's own kernel, tested against float64 (tests/test_tf32x3_attention.py); candidates call
+it through the custom op ``kforge::tf32x3_sdpa``, so torch.compile keeps one graph.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+from .tf32x3 import _tf32_round
+
+INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
+MAX_HEAD_DIM = 128
+LOG2E = 1.4426950408889634
+
+
+@triton.jit
+def _dot3(a, b):
+    """a @ b in fp32 accuracy from three TF32 dots of the tiles' exact TF32 parts."""
+    a_big = _tf32_round(a)
+    a_small = _tf32_round(a - a_big)
+    b_big = _tf32_round(b)
+    b_small = _tf32_round(b - b_big)
+    part = tl.dot(a_small, b_big, input_precision="tf32")
+    part = tl.dot(a_big, b_small, part, input_precision="tf32")
+    return tl.dot(a_big, b_big, part, input_precision="tf32")
+
+
+@triton.jit
+def attention_kernel(
+    q_ptr, k_ptr, v_ptr, o_ptr, HQ, GROUP, L, S, D, qk_scale,
+    stride_qb, stride_qh, stride_ql, stride_qd,
+    stride_kb, stride_kh, stride_ks, stride_kd,
+    stride_vb, stride_vh, stride_vs, stride_vd,
+    CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+):  # fmt: skip
+    pid_m = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = (pid_bh // HQ).to(tl.int64)
+    h = (pid_bh % HQ).to(tl.int64)
+    kv = h // GROUP
+    q_base = q_ptr + b * stride_qb + h * stride_qh
+    k_base = k_ptr + b * stride_kb + kv * stride_kh
+    v_base = v_ptr + b * stride_vb + kv * stride_vh
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    mask_d = offs_d < D
+    q = tl.load(
+        q_base + rows[:, None].to(tl.int64) * stride_ql + offs_d[None, :] * stride_qd,
+        mask=(rows[:, None] < L) & mask_d[None, :],
+        other=0.0,
+    )
+    m_i = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
+    hi = S
+    if CAUSAL:
+        hi = tl.minimum(S, (pid_m + 1) * BLOCK_M)
+    for start in range(0, hi, BLOCK_N):
+        cols = start + offs_n
+        kt = tl.load(
+            k_base + cols[None, :].to(tl.int64) * stride_ks + offs_d[:, None] * stride_kd,
+            mask=(cols[None, :] < S) & mask_d[:, None],
+            other=0.0,
+        )
+        s = _dot3(q, kt) * qk_scale  # log2 units: exp2 below
+        keep = cols[None, :] < S
+        if CAUSAL:
+            keep = keep & (cols[None, :] <= rows[:, None])
+        s = tl.where(keep, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))  # finite: key 0 is in every row's first block
+        p = tl.math.exp2(s - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        vt = tl.load(
+            v_base + cols[:, None].to(tl.int64) * stride_vs + offs_d[None, :] * stride_vd,
+            mask=(cols[:, None] < S) & mask_d[None, :],
+            other=0.0,
+        )
+        acc = acc * alpha[:, None] + _dot3(p, vt)
+        m_i = m_new
+    out = acc / l_i[:, None]
+    o = o_ptr + pid_bh.to(tl.int64) * L * D + rows[:, None].to(tl.int64) * D + offs_d[None, :]
+    tl.store(o, out, mask=(rows[:, None] < L) & mask_d[None, :])
+
+
+def _configs() -> list[triton.Config]:
+    shapes = [
+        (128, 64, 8, 2),
+        (128, 64, 8, 3),
+        (128, 32, 4, 3),
+        (64, 64, 4, 3),
+        (64, 32, 4, 3),
+        (64, 64, 4, 2),
+    ]
+    return [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s) for m, n, w, s in shapes]
+
+
+# Autotuned per shape on the GPU; the interpreter (CI) has no benchmarker: one small tile.
+_tuned = (
+    None
+    if INTERPRETED
+    else triton.autotune(configs=_configs(), key=["L", "S", "D", "CAUSAL"])(attention_kernel)
+)
+_FIXED = {"BLOCK_M": 16, "BLOCK_N": 16}
+
+
+def unsupported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, enable_gqa: bool = False) -> str:
+    """Why this kernel cannot compute attention of these operands ("" when it can)."""
+    if any(t.dtype != torch.float32 for t in (q, k, v)):
+        return "not fp32"
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        return "not (batch, heads, length, dim)"
+    (b, hq, _, d), (bk, hk, s, dk), (bv, hv, sv, dv) = q.shape, k.shape, v.shape
+    if not b == bk == bv or hk != hv or s != sv:
+        return "batch, key heads or key length differ"
+    if not d == dk == dv or d > MAX_HEAD_DIM:
+        return f"head dims {d}, {dk}, {dv}: equal and at most {MAX_HEAD_DIM}"
+    if hk == 0 or hq % hk or (hq != hk and not enable_gqa):
+        return "query heads not a multiple of key heads under enable_gqa"
+    return ""
+
+
+@torch.library.custom_op("kforge::tf32x3_sdpa", mutates_args=())
+def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool, scale: float) -> torch.Tensor:
+    """softmax(q k^T * scale (+ causal mask)) v for (B, Hq, L, D) q and (B, Hkv, S, D) k, v;
+    Hq a multiple of Hkv (grouped queries); scale <= 0 means 1/sqrt(D)."""
+    why = unsupported(q, k, v, enable_gqa=True)
+    if why:
+        raise ValueError(f"kforge::tf32x3_sdpa: {why}; call F.scaled_dot_product_attention instead")
+    batch, hq, length, d = q.shape
+    hk, s = k.shape[1], k.shape[2]
+    out = torch.empty((batch, hq, length, d), device=q.device, dtype=torch.float32)
+    if out.numel() == 0:
+        return out
+    if s == 0:
+        return out.fill_(float("nan"))  # softmax over no keys, as PyTorch's math path gives
+    qk_scale = (scale if scale > 0 else 1.0 / math.sqrt(d)) * LOG2E
+    grid = lambda meta: (triton.cdiv(length, meta["BLOCK_M"]), batch * hq)  # noqa: E731
+    kernel, fixed = (attention_kernel, _FIXED) if _tuned is None else (_tuned, {})
+    kernel[grid](
+        q, k, v, out, hq, hq // hk, length, s, d, qk_scale, *q.stride(), *k.stride(), *v.stride(),
+        CAUSAL=bool(is_causal), BLOCK_D=max(16, triton.next_power_of_2(d)), **fixed,
+    )  # fmt: skip
+    return out
+
+
+@sdpa.register_fake
+def _sdpa_shape(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool, scale: float
+) -> torch.Tensor:
+    return q.new_empty(q.shape)

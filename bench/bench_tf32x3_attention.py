@@ -7,7 +7,10 @@ candidate ``attention_triton.py`` (flash attention with IEEE fp32 dots, on the C
 and kforge's kernel (tools/gemm/attention.py, autotuned). Times are CUDA-event medians; the
 error is ||out - ref64|| / ||ref64|| against float64 attention, and the max error beside it.
 
-    python bench/bench_tf32x3_attention.py
+    python bench/bench_tf32x3_attention.py [--sweep]
+
+``--sweep`` times every tile configuration at the three models' shapes, with K and V split
+in the kernel or before it.
 """
 
 from __future__ import annotations
@@ -57,11 +60,69 @@ def measure(name: str, b: int, hq: int, hk: int, n: int, d: int, causal: bool) -
     )  # fmt: skip
 
 
+SWEEP = [(m, n, w, st) for m in (64, 128) for n in (32, 64, 128) for w in (4, 8) for st in (2, 3)]
+
+
+def sweep(name: str, b: int, hq: int, hk: int, n: int, d: int, causal: bool) -> list[tuple[object, ...]]:
+    """Each tile configuration of the kernel, K and V split in the kernel or before it: the
+    fastest three of each, and PyTorch's attention beside them."""
+    import triton
+
+    q = torch.randn(b, hq, n, d, device="cuda")
+    k, v = torch.randn(b, hk, n, d, device="cuda"), torch.randn(b, hk, n, d, device="cuda")
+    t_sdpa = timed(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=hq != hk))
+    rows = []
+    for presplit in (False, True):
+        kk, vv, off = k, v, 0
+        if presplit:
+            kk, vv = (attention.split(t.reshape(b * hk, n, d)).view(b, hk, n, -1) for t in (k, v))
+            off = kk.shape[3] // 2
+        out = torch.empty_like(q)
+        found = []
+        for bm, bn, w, st in SWEEP:
+
+            def run(bm=bm, bn=bn, w=w, st=st, kk=kk, vv=vv, off=off, out=out, presplit=presplit):
+                attention.attention_kernel[(triton.cdiv(n, bm), b * hq)](
+                    q, kk, vv, out, hq, hq // hk, n, n, d, 1.0, off, *q.stride(), *kk.stride(), *vv.stride(),
+                    CAUSAL=causal, PRESPLIT=presplit, BLOCK_M=bm, BLOCK_N=bn,
+                    BLOCK_D=max(16, triton.next_power_of_2(d)), num_warps=w, num_stages=st,
+                )  # fmt: skip
+
+            try:
+                found.append((timed(run, 10), (bm, bn, w, st)))
+            except Exception as err:  # out of shared memory or registers
+                print(f"{name} {(bm, bn, w, st)} presplit={presplit}: {type(err).__name__}")
+        for t, cfg in sorted(found)[:3]:
+            rows.append(
+                (
+                    name,
+                    f"{t_sdpa:.3f}",
+                    "before" if presplit else "in kernel",
+                    str(cfg),
+                    f"{t:.3f}",
+                    f"{t_sdpa / t:.2f}x",
+                )
+            )
+    return rows
+
+
 def main() -> None:
-    print(header("python bench/bench_tf32x3_attention.py"))
+    print(header("python bench/bench_tf32x3_attention.py " + " ".join(sys.argv[1:])))
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.manual_seed(0)
+    if "--sweep" in sys.argv:
+        rows = [row for shape in SHAPES[:3] for row in sweep(*shape)]
+        cols = [
+            "shape",
+            "sdpa fp32 ms",
+            "K, V split",
+            "(BLOCK_M, BLOCK_N, warps, stages)",
+            "kforge ms",
+            "vs sdpa",
+        ]
+        print_table("the kernel's tile configurations, fastest three per split", cols, rows)
+        return
     rows = [measure(*shape) for shape in SHAPES]
     print_table(
         "attention, ms (CUDA-event medians); error vs float64",

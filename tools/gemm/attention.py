@@ -31,20 +31,31 @@ import torch
 import triton
 import triton.language as tl
 
-from .tf32x3 import _tf32_round
+from .tf32x3 import _tf32_round, split
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 MAX_HEAD_DIM = 128
+PRESPLIT = os.environ.get("KFORGE_ATTENTION_PRESPLIT", "0") == "1"  # K, V split before the kernel
 LOG2E = 1.4426950408889634
 
 
 @triton.jit
-def _dot3(a, b):
-    """a @ b in fp32 accuracy from three TF32 dots of the tiles' exact TF32 parts."""
-    a_big = _tf32_round(a)
-    a_small = _tf32_round(a - a_big)
-    b_big = _tf32_round(b)
-    b_small = _tf32_round(b - b_big)
+def _parts(ptrs, mask, small_offset, PRESPLIT: tl.constexpr):
+    """A tile's exact TF32 parts: read from a split made before the kernel (the small part
+    ``small_offset`` elements after the big one), or split here."""
+    if PRESPLIT:
+        big = tl.load(ptrs, mask=mask, other=0.0)
+        small = tl.load(ptrs + small_offset, mask=mask, other=0.0)
+    else:
+        x = tl.load(ptrs, mask=mask, other=0.0)
+        big = _tf32_round(x)
+        small = _tf32_round(x - big)
+    return big, small
+
+
+@triton.jit
+def _dot3(a_big, a_small, b_big, b_small):
+    """a @ b in fp32 accuracy: three TF32 dots of exact TF32 parts, summed from zero."""
     part = tl.dot(a_small, b_big, input_precision="tf32")
     part = tl.dot(a_big, b_small, part, input_precision="tf32")
     return tl.dot(a_big, b_big, part, input_precision="tf32")
@@ -52,11 +63,12 @@ def _dot3(a, b):
 
 @triton.jit
 def attention_kernel(
-    q_ptr, k_ptr, v_ptr, o_ptr, HQ, GROUP, L, S, D, qk_scale,
+    q_ptr, k_ptr, v_ptr, o_ptr, HQ, GROUP, L, S, D, qk_scale, small_offset,
     stride_qb, stride_qh, stride_ql, stride_qd,
     stride_kb, stride_kh, stride_ks, stride_kd,
     stride_vb, stride_vh, stride_vs, stride_vd,
-    CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+    CAUSAL: tl.constexpr, PRESPLIT: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
     pid_m = tl.program_id(0)
     pid_bh = tl.program_id(1)
@@ -75,6 +87,8 @@ def attention_kernel(
         mask=(rows[:, None] < L) & mask_d[None, :],
         other=0.0,
     )
+    q_big = _tf32_round(q)
+    q_small = _tf32_round(q - q_big)
     m_i = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
     l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
     acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
@@ -83,12 +97,13 @@ def attention_kernel(
         hi = tl.minimum(S, (pid_m + 1) * BLOCK_M)
     for start in range(0, hi, BLOCK_N):
         cols = start + offs_n
-        kt = tl.load(
+        k_big, k_small = _parts(
             k_base + cols[None, :].to(tl.int64) * stride_ks + offs_d[:, None] * stride_kd,
-            mask=(cols[None, :] < S) & mask_d[:, None],
-            other=0.0,
+            (cols[None, :] < S) & mask_d[:, None],
+            small_offset,
+            PRESPLIT,
         )
-        s = _dot3(q, kt) * qk_scale  # log2 units: exp2 below
+        s = _dot3(q_big, q_small, k_big, k_small) * qk_scale  # log2 units: exp2 below
         keep = cols[None, :] < S
         if CAUSAL:
             keep = keep & (cols[None, :] <= rows[:, None])
@@ -97,12 +112,14 @@ def attention_kernel(
         p = tl.math.exp2(s - m_new[:, None])
         alpha = tl.math.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, 1)
-        vt = tl.load(
+        v_big, v_small = _parts(
             v_base + cols[:, None].to(tl.int64) * stride_vs + offs_d[None, :] * stride_vd,
-            mask=(cols[:, None] < S) & mask_d[None, :],
-            other=0.0,
+            (cols[:, None] < S) & mask_d[None, :],
+            small_offset,
+            PRESPLIT,
         )
-        acc = acc * alpha[:, None] + _dot3(p, vt)
+        p_big = _tf32_round(p)
+        acc = acc * alpha[:, None] + _dot3(p_big, _tf32_round(p - p_big), v_big, v_small)
         m_i = m_new
     out = acc / l_i[:, None]
     o = o_ptr + pid_bh.to(tl.int64) * L * D + rows[:, None].to(tl.int64) * D + offs_d[None, :]
@@ -125,7 +142,7 @@ def _configs() -> list[triton.Config]:
 _tuned = (
     None
     if INTERPRETED
-    else triton.autotune(configs=_configs(), key=["L", "S", "D", "CAUSAL"])(attention_kernel)
+    else triton.autotune(configs=_configs(), key=["L", "S", "D", "CAUSAL", "PRESPLIT"])(attention_kernel)
 )
 _FIXED = {"BLOCK_M": 16, "BLOCK_N": 16}
 
@@ -163,9 +180,13 @@ def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool, sca
     qk_scale = (scale if scale > 0 else 1.0 / math.sqrt(d)) * LOG2E
     grid = lambda meta: (triton.cdiv(length, meta["BLOCK_M"]), batch * hq)  # noqa: E731
     kernel, fixed = (attention_kernel, _FIXED) if _tuned is None else (_tuned, {})
+    small_offset = 0
+    if PRESPLIT:  # rows of [big | small], each KP (D padded to 64) wide
+        k, v = (split(t.reshape(batch * hk, s, d)).view(batch, hk, s, -1) for t in (k, v))
+        small_offset = k.shape[3] // 2
     kernel[grid](
-        q, k, v, out, hq, hq // hk, length, s, d, qk_scale, *q.stride(), *k.stride(), *v.stride(),
-        CAUSAL=bool(is_causal), BLOCK_D=max(16, triton.next_power_of_2(d)), **fixed,
+        q, k, v, out, hq, hq // hk, length, s, d, qk_scale, small_offset, *q.stride(), *k.stride(), *v.stride(),
+        CAUSAL=bool(is_causal), PRESPLIT=PRESPLIT, BLOCK_D=max(16, triton.next_power_of_2(d)), **fixed,
     )  # fmt: skip
     return out
 

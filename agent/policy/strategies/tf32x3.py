@@ -42,6 +42,10 @@ MIN_TILES = 132  # one wave of 128x128 output tiles on an H100: fewer leave SMs 
 MIN_K = 512  # measured: K >= 1024 won on every KernelBench GEMM; K = 256 (L1 11's einsum) lost, 0.79x
 ATTENTION_TILE = 64  # the flash kernel's smaller query tile
 ATTENTION_MIN_KEYS = 64  # fewer keys than one key tile: little work per program
+# Head dim 128, 4 x 16 heads x 2048 keys: 0.67x PyTorch's memory-efficient fp32 kernel (H200);
+# head dim 64: 1.29-1.43x at GPT-2's and ViT's shapes. Grouped heads (Llama): 4.6x, since
+# PyTorch runs grouped fp32 attention on its math path (bench/bench_tf32x3_attention.py).
+ATTENTION_MAX_DIM = 64
 MIN_SIDE = 64  # a narrower M or N wastes most of a tensor-core tile
 # Fewer output tiles than a wave, but a K this long: the kernel splits K into slices that
 # together fill the GPU (L1 6, 256 x 524288 x 256: 64 slices of 8192). Measured on the H200:
@@ -167,9 +171,11 @@ def _sdpa_call(node: torch.fx.Node) -> tuple[Any, ...] | None:
     qm, km, vm = _meta(q), _meta(k), _meta(v)
     if qm is None or km is None or vm is None or unsupported(qm, km, vm, gqa):
         return None
-    batch, heads, length, _ = qm.shape
+    batch, heads, length, dim = qm.shape
     if batch * heads * -(-length // ATTENTION_TILE) < MIN_TILES or km.shape[2] < ATTENTION_MIN_KEYS:
         return None
+    if dim > ATTENTION_MAX_DIM and heads == km.shape[1]:
+        return None  # PyTorch's memory-efficient kernel wins there; grouped heads it runs as math
     return q, k, v, causal, scale
 
 

@@ -245,3 +245,39 @@ def test_on_the_gpu_the_error_stays_at_fp32s_at_the_models_shapes():
         fp32_err = float((fp32.double() - ref).norm() / ref.norm())
         assert err < 1.5 * fp32_err + 1e-8, (b, hq, n, err, fp32_err)
     assert torch.backends.cuda.matmul.allow_tf32 is False
+
+
+def test_attention_on_the_kernel_puts_the_family_first_in_round_one(monkeypatch, tmp_path):
+    """The ranker's features do not see attention; what the analysis found does: with the
+    attention on the kernel, tf32x3-gemm is the first candidate of round one (Llama's attention
+    region gets one round in a model run); with a masked attention it gets no bonus."""
+    from kforge.agent.policy import embedded
+    from kforge.agent.policy.base import Context
+    from kforge.tools.hardware import spec_for
+    from kforge.tools.result import Result, Timing
+
+    _small_attention_qualifies(monkeypatch)
+    timing = lambda ms: Timing(ms, ms, ms, 0.0, 10)  # noqa: E731
+    baseline = Result(
+        status=Status.OK, device="cuda", candidate=timing(1.7), eager=timing(1.7), compiled=timing(1.3)
+    )
+    masked = ATTENTION_TASK.replace(
+        "is_causal=True, enable_gqa=True", "attn_mask=x[:1, None, :, :40] > 0, enable_gqa=True"
+    )
+    firsts = {}
+    for name, text in (("gqa.py", ATTENTION_TASK), ("masked.py", masked)):
+        path = tmp_path / name
+        path.write_text(text)
+        ctx = Context(
+            task=load_task(path),
+            hardware=spec_for("H200"),
+            precision="fp32",
+            baseline=baseline,
+            docs=[],
+            attempts=[],
+        )
+        policy = embedded.EmbeddedPolicy()
+        firsts[name] = [p.strategy for p in policy.propose(ctx, 2)]
+        bonus = embedded.evidence(policy._analysis(ctx))
+        assert bonus == ({"tf32x3-gemm": embedded.ATTENTION_ON_KERNEL} if name == "gqa.py" else {}), name
+    assert firsts["gqa.py"][0] == "tf32x3-gemm", firsts

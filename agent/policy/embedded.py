@@ -26,6 +26,19 @@ SAFE_FAMILIES = ("compile-default", "cuda-graph")
 # the ranker's log2-speedup units: a small predicted gain does not pay for it.
 COST_PENALTY = {"compile-max-autotune": 0.15, "compile-max-autotune-no-cudagraphs": 0.1, "tf32": 0.05}
 CATALOGUE_DEPTH = 3
+# What the task's analysis found and the ranker's features cannot see, in the same units: a
+# scaled_dot_product_attention the 3xTF32 pass put on kforge's flash kernel (1.29-1.43x over
+# PyTorch's fp32 attention at GPT-2's and ViT's shapes, 4.6x with Llama's grouped heads, H200,
+# bench/bench_tf32x3_attention.py). Without it the ranker put compile and CUDA graphs first on
+# Llama's attention region, and its one round never tried the kernel (2026-11-26).
+ATTENTION_ON_KERNEL = 1.0
+
+
+def evidence(task: TaskAnalysis) -> dict[str, float]:
+    """Score added to a family for what the analysis found in this task."""
+    if task.gemm3 is not None and "_kforge_sdpa3(" in task.gemm3[0].method:
+        return {"tf32x3-gemm": ATTENTION_ON_KERNEL}
+    return {}
 
 
 class EmbeddedPolicy:
@@ -67,12 +80,16 @@ class EmbeddedPolicy:
         specs = base_specs(task, ctx.precision, self._device(ctx))
         if self.families is not None:
             specs = [s for s in specs if s.family in self.families]
+        bonus = evidence(task)
         if self.ranker is None:
             rank = {family: float(i) for i, family in enumerate(fixed_order(s.family for s in specs))}
-            return sorted(specs, key=lambda s: rank[s.family])
+            return sorted(specs, key=lambda s: (-bonus.get(s.family, 0.0), rank[s.family]))
         vector = task.features.vector()
         score = {
-            s.family: self.ranker.score(s.family, vector) - COST_PENALTY.get(s.family, 0.0) for s in specs
+            s.family: self.ranker.score(s.family, vector)
+            - COST_PENALTY.get(s.family, 0.0)
+            + bonus.get(s.family, 0.0)
+            for s in specs
         }
         order = fixed_order(score)
         return sorted(specs, key=lambda s: (-score[s.family], order.index(s.family)))

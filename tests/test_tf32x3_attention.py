@@ -193,7 +193,9 @@ def test_the_strategy_puts_attention_on_the_kernel_verified_and_a_broken_kernel_
             _small_attention_qualifies(patch)
             task, analysis, specs = _analysis(path)
             assert analysis.gemm3 is not None, analysis.notes
-            assert analysis.gemm3[0].method.count("_kforge_sdpa3(") == calls, analysis.gemm3[0].method
+            method = analysis.gemm3[0].method
+            assert method.count("_kforge_sdpa3(") == calls, method
+            assert "scaled_dot_product_attention" not in method, method  # replaced, not run beside it
             source = registry.build(task, next(s for s in specs if s.family == "tf32x3-gemm"), analysis)
         assert static_cheats(source, task.source, "fp32") == []
         broken = source.replace(

@@ -193,6 +193,9 @@ def replace_gemms(gm: torch.fx.GraphModule) -> int:
                 new = graph.create_node("call_function", _kforge_sdpa3, sdpa, name="sdpa3")
             new.meta.update(node.meta)
             node.replace_all_uses_with(new)
+            graph.erase_node(
+                node
+            )  # FX keeps an unused ATen attention (its dropout is random): both would run
             fired += 1
             continue
         if parts is not None:

@@ -3,7 +3,7 @@
 # 10-minute call on an H100). Results go to $OUT; record them in docs/results.md and a docs/log/ entry.
 #
 #   carry: [".kb"] (a KernelBench checkout, for fidelity), [".whl/agent"] (wheels, for tests)
-#   command: bash bench/gpu_checks.sh fidelity|launchbound|drift|throughput|tests|profile|kbprofile|convlayout|convs|autotune|model|strategies
+#   command: bash bench/gpu_checks.sh fidelity|launchbound|drift|throughput|tests|profile|kbprofile|convlayout|convs|autotune|model|strategies|realistic
 set -u
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
@@ -90,5 +90,26 @@ for strategy, status, result in rows:
       (cd /tmp/kforge-bench-model && tar czf "$OUT/model-$name-${MODEL_PRECISION:-fp32}.tar.gz" \
         --exclude='*.so' --exclude='*.o' --exclude='*.cubin' "$name-${MODEL_PRECISION:-fp32}")
     done 2>&1 | tee "$OUT/model.log" ;;
-  *) echo "usage: bash bench/gpu_checks.sh fidelity|launchbound|drift|throughput|tests|profile|kbprofile|convlayout|convs|autotune|model" >&2; exit 2 ;;
+  realistic)   # issue #34's realistic blocks (bench/realistic/README.md; carry .whl/agent): REALISTIC_SET=dev|heldout,
+               # REALISTIC_ROUNDS (2), REALISTIC_SECONDS (no new task after it; 420). The batch folder comes back in
+               # realistic-SET.tar.gz; to finish it on a fresh machine put that tarball in .model-runs/ and carry it.
+    python3 -m pip install -q --no-index --find-links .whl/agent langgraph langgraph-checkpoint-sqlite \
+      langchain-core 2>&1 | grep -v WARNING | tail -2
+    set_name=${REALISTIC_SET:-dev}
+    mkdir -p /tmp/kforge-realistic
+    earlier=".model-runs/realistic-$set_name.tar.gz"
+    {
+      [ -f "$earlier" ] && tar xzf "$earlier" -C /tmp/kforge-realistic && echo "resuming from $earlier"
+      if [ -d "/tmp/kforge-realistic/$set_name" ]; then
+        kforge batch --resume "/tmp/kforge-realistic/$set_name" --max-time "${REALISTIC_SECONDS:-420}" --quiet
+      else
+        kforge batch "bench/realistic/$set_name" --rounds "${REALISTIC_ROUNDS:-2}" --candidates 3 --confirm \
+          --max-time "${REALISTIC_SECONDS:-420}" --quiet --out "/tmp/kforge-realistic/$set_name"
+      fi
+      echo "kforge batch exit $?"
+      cat "/tmp/kforge-realistic/$set_name/summary.md" 2>/dev/null
+      (cd /tmp/kforge-realistic && tar czf "$OUT/realistic-$set_name.tar.gz" --exclude='*.so' --exclude='*.o' \
+        --exclude='*.cubin' "$set_name")
+    } 2>&1 | tee "$OUT/realistic.log" ;;
+  *) echo "usage: bash bench/gpu_checks.sh fidelity|launchbound|drift|throughput|tests|profile|kbprofile|convlayout|convs|autotune|model|strategies|realistic" >&2; exit 2 ;;
 esac

@@ -101,6 +101,25 @@ def test_bad_input_exits_2(tmp_path, env):
         assert done.returncode == 2 and message in done.stderr, (args, done.stderr)
 
 
+def test_a_deadline_that_passes_before_any_task_starts_says_how_to_go_on(tmp_path, env):
+    """--max-time shorter than the workers' start: no task runs, no traceback (the report of an
+    empty batch once raised), a line saying how to resume, and the resume runs the tasks."""
+    out = tmp_path / "b"
+    done = subprocess.run(
+        [*CLI, str(FIXTURES / "tasks" / "scale_tanh.py"), *FAST, "--max-time", "0.001", "--out", str(out)],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    said = done.stdout + done.stderr
+    assert "Traceback" not in said and "kforge batch --resume" in said, said
+    assert _lines(out) == []
+    done = subprocess.run(
+        [*CLI, "--resume", str(out), "--quiet"], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert [line["task"] for line in _lines(out)] == ["scale_tanh"], _lines(out)  # it ran
+
+
 def test_killed_batch_resumes_without_redoing_finished_tasks(tmp_path, env):
     tasks = tmp_path / "tasks"
     tasks.mkdir()

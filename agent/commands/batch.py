@@ -140,6 +140,13 @@ def _finish(folder: Path, meta: dict[str, str], console: Console) -> None:
     from ..report import write_report
 
     overall = write_summary(folder, meta)["overall"]
+    if not (folder / "results.jsonl").is_file():  # --max-time passed before a worker took a task
+        console.print(
+            f"no task has finished yet: continue with kforge batch --resume {escape(str(folder))}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return
     console.print(
         f"correct {overall['correct']}/{overall['valid_tasks']}, geomean vs eager "
         f"{overall['geomean_vs_eager'] or 0:.3f}x, vs torch.compile {overall['geomean_vs_compile'] or 0:.3f}x"

@@ -64,6 +64,7 @@ KERNEL_LIBRARIES = (
     "kforge.tools.gemm.dispatch",
     "kforge.tools.gemm.tf32x3",
     "kforge.tools.gemm.attention",
+    "kforge.tools.norms",
 )
 REACH_ATTRIBUTES = {
     "modules": "reads sys.modules (the task's or kforge's modules)",

@@ -355,7 +355,8 @@ def _rewrite(
     if result is None or family.pass_name not in result[1]:
         return None
     body, fired = result
-    parts = (body.prelude, prior_kernel(family.kernel_file), family.wrappers.strip("\n"))
+    kernel = prior_kernel(family.kernel_file) if family.kernel_file else ""  # "": kforge's own module
+    parts = (body.prelude, kernel, family.wrappers.strip("\n"))
     return Body(method=body.method, prelude="\n\n".join(p for p in parts if p)), fired
 
 

@@ -1,0 +1,193 @@
+"""kforge's norm template (tools/norms.py) and the triton-norm strategy: the kernel matches
+float64 (LayerNorm and RMSNorm, residual fused, with and without weight and bias, odd widths,
+strided rows) under Triton's interpreter; the FX pass finds the norms in every form models
+write them and leaves alone what it must; the candidate is verified by the engine and a
+broken one caught; torch.compile keeps one graph."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from kforge.agent.policy.features import task_features
+from kforge.agent.policy.strategies import norms, registry
+from kforge.tools.evaluate import evaluate_many
+from kforge.tools.result import Status
+from kforge.tools.static_checks import static_cheats
+from kforge.tools.task import load_task
+
+PRELUDE = """
+import torch
+import torch.nn.functional as F
+from kforge.tools import norms
+torch.manual_seed(0)
+"""
+
+
+def _interpreted(code: str) -> str:
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", PRELUDE + code], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_the_kernel_matches_float64_and_returns_the_residual_stream_exactly():
+    code = """
+worst = 0.0
+for shape, rms, res, affine, strided in [((3, 5, 100), False, True, True, False), ((7, 64), True, False, True, True),
+                                         ((4, 33), False, False, False, False), ((2, 3, 257), True, True, False, True)]:
+    x = torch.randn(shape) * 3 + 1
+    if strided:  # rows of a wider tensor, as a slice of a fused projection gives
+        x = torch.cat([x, x], -1)[..., : shape[-1]]
+    r, w, b = torch.randn(shape), torch.randn(shape[-1]), torch.randn(shape[-1])
+    w, b = (w, None if rms else b) if affine else (None, None)
+    h = x.double() + (r.double() if res else 0)
+    if rms:
+        ref = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-5) * (w.double() if affine else 1)
+        fp32 = (x + (r if res else 0)) * torch.rsqrt((x + (r if res else 0)).pow(2).mean(-1, keepdim=True) + 1e-5) * (w if affine else 1)
+    else:
+        ref = F.layer_norm(h, (shape[-1],), None if w is None else w.double(), None if b is None else b.double(), 1e-5)
+        fp32 = F.layer_norm(x + (r if res else 0), (shape[-1],), w, b, 1e-5)
+    if res:
+        y, hh = norms.add_norm(x, r, w, b, 1e-5, rms)
+        assert torch.equal(hh, x + r)
+    else:
+        y = norms.norm(x, None, w, b, 1e-5, rms)
+    err, base = float((y.double() - ref).abs().max()), float((fp32.double() - ref).abs().max())
+    worst = max(worst, err / max(base, 1e-7))
+print(worst)
+"""
+    assert float(_interpreted(code)) < 4.0  # within a few times PyTorch's own fp32 rounding
+
+
+def test_under_torch_compile_the_norm_is_one_op_in_one_graph():
+    code = """
+import torch._dynamo
+def block(x, r, w, b):
+    y, h = norms.add_norm(torch.tanh(x), r, w, b, 1e-5, False)
+    return norms.norm(y * 2, None, w, None, 1e-6, True) + h
+args = (torch.randn(6, 40), torch.randn(6, 40), torch.randn(40), torch.randn(40))
+explained = torch._dynamo.explain(block)(*args)
+ref, got = block(*args).double(), torch.compile(block)(*args).double()
+print(explained.graph_count, explained.graph_break_count, float((got - ref).abs().max()))
+"""
+    graphs, breaks, err = _interpreted(code).split(" ")
+    assert graphs == "1" and breaks == "0" and float(err) < 1e-5
+
+
+class Forms(nn.Module):
+    """Each norm form once, at width 48: LayerNorm module after a residual add that is read on
+    (the residual stream), F.layer_norm, nn.RMSNorm, F.rms_norm, RMSNorm written out with fp32
+    casts and a weight (as transformers writes it) after an add read by nothing else."""
+
+    def __init__(self):
+        super().__init__()
+        self.ln = nn.LayerNorm(48)
+        self.rms = nn.RMSNorm(48, eps=1e-6)
+        self.weight = nn.Parameter(torch.ones(48))
+
+    def forward(self, x, r):
+        h = x + r
+        a = self.ln(h) + h
+        b = F.layer_norm(a, (48,), None, None, 1e-5)
+        c = F.rms_norm(self.rms(b), (48,), eps=1e-5)
+        s = (c + x).to(torch.float32)
+        t = s * torch.rsqrt(s.pow(2).mean(-1, keepdim=True) + 1e-6)
+        return self.weight * t.to(x.dtype)
+
+
+class LeftAlone(nn.Module):
+    """Not norms over the last dimension of fp32, or a sum read before the norm: untouched,
+    or the add kept outside the kernel."""
+
+    def __init__(self):
+        super().__init__()
+        self.ln = nn.LayerNorm(48)
+
+    def forward(self, x, r):
+        over_rows = x * torch.rsqrt(x.pow(2).mean(1, keepdim=True) + 1e-6)  # a mean over dim 1
+        no_keepdim = x * torch.rsqrt(x.pow(2).mean(-1) + 1e-6)[..., None]
+        h = x + r
+        early = h * 3  # reads the sum before the norm does
+        return over_rows, no_keepdim, self.ln(h) + early
+
+
+def _rewritten(module: nn.Module, *shapes: tuple[int, ...]) -> str:
+    result = norms.rewrite(module.to("meta"), [torch.empty(s, device="meta") for s in shapes])
+    return "" if result is None else result[0].method
+
+
+def test_the_pass_finds_every_form_and_fuses_the_residual_add():
+    method = _rewritten(Forms(), (4, 7, 48), (4, 7, 48))
+    assert method.count("_kforge_add_norm(") == 1 and method.count("_kforge_norm(") == 4, method
+    assert "layer_norm" not in method and "rms_norm" not in method and "rsqrt" not in method, method
+    assert "_kforge_add_norm(x, r," in method and "= add_norm[1]" in method  # h read on: returned
+    assert "_kforge_norm(norm_2, x, weight, None, 1e-06, True)" in method  # c + x into the written RMSNorm
+
+
+def test_the_pass_leaves_alone_what_is_not_a_last_dim_fp32_norm():
+    method = _rewritten(LeftAlone(), (4, 7, 48), (4, 7, 48))
+    assert method.count("_kforge_norm(") == 1 and "_kforge_add_norm(" not in method, method
+    assert "_kforge_norm(add_2, None," in method  # the sum is read earlier: the add stays outside
+    assert norms.rewrite(nn.LayerNorm(20000).to("meta"), [torch.empty(2, 20000, device="meta")]) is None
+    half = nn.LayerNorm(48).to("meta", torch.float16)
+    assert norms.rewrite(half, [torch.empty(2, 48, device="meta", dtype=torch.float16)]) is None
+
+
+NORM_TASK = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """A pre-norm block boundary: residual add, LayerNorm; then an RMSNorm written out."""
+
+    def __init__(self):
+        super().__init__()
+        self.ln = nn.LayerNorm(40)
+        self.weight = nn.Parameter(torch.rand(40) + 0.5)
+        with torch.no_grad():
+            self.ln.weight.normal_(1.0, 0.2)
+            self.ln.bias.normal_(0.0, 0.2)
+
+    def forward(self, x, r):
+        h = x + r
+        y = self.ln(h)
+        z = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+        return z, h
+
+
+def get_inputs():
+    return [torch.randn(3, 10, 40) * 2, torch.randn(3, 10, 40)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_the_candidate_is_verified_by_the_engine_and_a_broken_kernel_is_caught(tmp_path, make_cpu_options):
+    path = tmp_path / "norm_block.py"
+    path.write_text(NORM_TASK)
+    task = load_task(path, check_import=False)
+    analysis = registry.analyse_task(task, task_features(task, None, "fp32", None))
+    assert analysis.norms is not None, analysis.notes
+    spec = next(s for s in registry.base_specs(analysis, "fp32", "cuda") if s.family == "triton-norm")
+    assert registry.family_of(spec.name) == "triton-norm"
+    source = registry.build(task, spec, analysis)
+    assert static_cheats(source, task.source, "fp32") == []
+    broken = source.replace(
+        "return kforge_norm(x, residual, weight, bias, eps, rms)",
+        "return kforge_norm(x, residual, weight, bias, eps, not rms)",
+    )
+    assert broken != source
+    good, bad = evaluate_many(load_task(path), [source, broken], make_cpu_options())
+    assert good.status == Status.OK and good.correct, good.log
+    assert good.fp64_rel_err is not None and good.fp64_rel_err < 1e-5
+    assert bad.status == Status.INCORRECT, bad.log

@@ -1,0 +1,164 @@
+"""LayerNorm and RMSNorm over the last dimension, with the residual add before them fused: one
+pass over the rows in Triton, strict fp32.
+
+A transformer block boundary reads ``h = x + residual`` and normalises it; eager PyTorch
+writes h, reads it back for the statistics and again for the normalisation. Here each
+program holds whole rows in registers (width up to MAX_WIDTH): it reads x and the residual
+once, writes h only when something else reads it, and writes the normalised row. The
+statistics are fp32 and two-step as PyTorch computes them (the mean, then the mean of the
+squared deviations; RMSNorm: the mean of the squares), the square root correctly rounded.
+Rows per program and warps are autotuned per width.
+
+kforge's own kernels, tested against float64 (tests/test_norms.py); candidates call them through
+the custom ops ``kforge::norm`` and ``kforge::add_norm`` (one graph under torch.compile).
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
+MAX_WIDTH = 16384  # a row held in registers: 64 KB of fp32 over up to 16 warps
+
+
+@triton.jit
+def norm_kernel(
+    x_ptr, r_ptr, w_ptr, b_ptr, y_ptr, h_ptr, ROWS, N, eps,
+    stride_x, stride_r, stride_y, stride_h,
+    HAS_RES: tl.constexpr, STORE_H: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
+    RMS: tl.constexpr, BLOCK_N: tl.constexpr, ROWS_PER: tl.constexpr,
+):  # fmt: skip
+    cols = tl.arange(0, BLOCK_N)
+    mask_c = cols < N
+    if HAS_W:
+        w = tl.load(w_ptr + cols, mask=mask_c, other=0.0)
+    if HAS_B:
+        b = tl.load(b_ptr + cols, mask=mask_c, other=0.0)
+    for i in range(ROWS_PER):
+        row = (tl.program_id(0) * ROWS_PER + i).to(tl.int64)
+        mask = mask_c & ((row + tl.zeros([BLOCK_N], dtype=tl.int64)) < ROWS)
+        x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0)
+        if HAS_RES:
+            x += tl.load(r_ptr + row * stride_r + cols, mask=mask, other=0.0)
+            if STORE_H:
+                tl.store(h_ptr + row * stride_h + cols, x, mask=mask)
+        if RMS:
+            y = x / tl.sqrt_rn(tl.sum(x * x, 0) / N + eps)
+        else:
+            centred = tl.where(mask_c, x - tl.sum(x, 0) / N, 0.0)
+            y = centred / tl.sqrt_rn(tl.sum(centred * centred, 0) / N + eps)
+        if HAS_W:
+            y = y * w
+        if HAS_B:
+            y = y + b
+        tl.store(y_ptr + row * stride_y + cols, y, mask=mask)
+
+
+def _configs() -> list[triton.Config]:
+    return [
+        triton.Config({"ROWS_PER": rows}, num_warps=warps) for rows in (1, 2, 4) for warps in (2, 4, 8, 16)
+    ]
+
+
+_tuned = (
+    None if INTERPRETED else triton.autotune(configs=_configs(), key=["N", "HAS_RES", "RMS"])(norm_kernel)
+)
+
+
+def unsupported(x: torch.Tensor, width: int) -> str:
+    """Why the kernel cannot normalise x over its last ``width`` elements ("" when it can)."""
+    if x.dtype != torch.float32:
+        return "not fp32"
+    if x.dim() == 0 or x.shape[-1] != width:
+        return f"the last dimension is not the normalised width {width}"
+    if not 0 < width <= MAX_WIDTH:
+        return f"width {width} not in 1..{MAX_WIDTH}"
+    return ""
+
+
+def _rows(t: torch.Tensor) -> torch.Tensor:
+    t2 = t.reshape(-1, t.shape[-1])
+    return t2 if t2.stride(1) == 1 else t2.contiguous()
+
+
+def _launch(
+    x: torch.Tensor,
+    residual: torch.Tensor | None,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    eps: float,
+    rms: bool,
+    store_h: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    width = x.shape[-1]
+    why = unsupported(x, width)
+    if why:
+        raise ValueError(f"kforge norm: {why}; call the PyTorch norm instead")
+    if residual is not None and residual.shape != x.shape:
+        raise ValueError(f"kforge norm: residual {tuple(residual.shape)} is not x's {tuple(x.shape)}")
+    x2 = _rows(x)
+    r2 = _rows(residual) if residual is not None else x2
+    y = torch.empty(x.shape, device=x.device, dtype=torch.float32)
+    h = torch.empty(x.shape, device=x.device, dtype=torch.float32) if store_h else y
+    rows = x2.shape[0]
+    if rows == 0:
+        return y, h
+    y2, h2 = y.view(-1, width), h.view(-1, width)
+    w = weight.contiguous() if weight is not None else y2
+    b = bias.contiguous() if bias is not None else y2
+    grid = lambda meta: (triton.cdiv(rows, meta["ROWS_PER"]),)  # noqa: E731
+    kernel, fixed = (norm_kernel, {"ROWS_PER": 2}) if _tuned is None else (_tuned, {})
+    kernel[grid](
+        x2, r2, w, b, y2, h2, rows, width, float(eps), x2.stride(0), r2.stride(0), y2.stride(0), h2.stride(0),
+        HAS_RES=residual is not None, STORE_H=store_h, HAS_W=weight is not None, HAS_B=bias is not None,
+        RMS=rms, BLOCK_N=triton.next_power_of_2(width), **fixed,
+    )  # fmt: skip
+    return y, h
+
+
+@torch.library.custom_op("kforge::norm", mutates_args=())
+def norm(
+    x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor | None, bias: torch.Tensor | None,
+    eps: float, rms: bool,
+) -> torch.Tensor:  # fmt: skip
+    """LayerNorm (rms False) or RMSNorm (rms True) of x (+ residual) over the last dimension,
+    then ``* weight + bias`` (either may be None)."""
+    return _launch(x, residual, weight, bias, eps, rms, False)[0]
+
+
+@norm.register_fake
+def _norm_shape(
+    x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor | None, bias: torch.Tensor | None,
+    eps: float, rms: bool,
+) -> torch.Tensor:  # fmt: skip
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("kforge::add_norm", mutates_args=())
+def add_norm(
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    eps: float,
+    rms: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(norm(x + residual), x + residual): the block boundary's normalised value and its
+    residual stream, from one read of each input."""
+    return _launch(x, residual, weight, bias, eps, rms, True)
+
+
+@add_norm.register_fake
+def _add_norm_shape(
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    eps: float,
+    rms: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.empty_like(x), torch.empty_like(x)

@@ -52,8 +52,9 @@ def _try_in_functions(tree: ast.AST) -> list[str]:
 # Reaching for what judges a candidate: behind the process boundary none of it finds the judge,
 # and no honest kernel needs it, so each is a named reason of its own.
 EVALUATOR_MODULES = ("kforge",)
-# kforge's own GEMM kernels, which a candidate may call (the hgemm-tuned strategy's do): these
-# modules and what they define, not the rest of tools/gemm/ (the search and its timer).
+# kforge's own kernels, which a candidate may call (the hgemm-tuned, tf32x3 and triton-template
+# strategies' do): these modules and what they define, not the rest of tools/gemm/ (the search
+# and its timer) or of tools/.
 KERNEL_LIBRARIES = (
     "kforge.gemm",
     "kforge.tools.gemm.config",
@@ -65,6 +66,7 @@ KERNEL_LIBRARIES = (
     "kforge.tools.gemm.tf32x3",
     "kforge.tools.gemm.attention",
     "kforge.tools.norms",
+    "kforge.tools.losses",
 )
 REACH_ATTRIBUTES = {
     "modules": "reads sys.modules (the task's or kforge's modules)",

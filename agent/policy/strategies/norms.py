@@ -1,5 +1,5 @@
 """LayerNorm and RMSNorm, with the residual add before them, on kforge's one-pass Triton
-template (:mod:`kforge.tools.norms`): family ``triton-norm``.
+template (:mod:`kforge.tools.norms`): part of family ``triton-template`` (:mod:`.templates`).
 
 An FX pass finds, over the last dimension of an fp32 tensor of width up to 16384:
 
@@ -22,8 +22,6 @@ import torch
 import torch.fx
 
 from . import fx_rewrite
-from .source import Body, Spec
-from .tf32x3 import Buffers, _Family, _rewrite, _spec
 
 Node = torch.fx.Node
 MAX_WIDTH = 16384  # kforge.tools.norms.MAX_WIDTH (not imported here: it imports Triton)
@@ -275,22 +273,3 @@ def replace_norms(gm: torch.fx.GraphModule) -> int:
             user.replace_input_with(call[1], h)
         fired += 1
     return fired
-
-
-NORM = _Family(
-    "triton-norm", "triton-norm", "norms", replace_norms, "", HELPERS,
-    {"_kforge_norm": _kforge_norm, "_kforge_add_norm": _kforge_add_norm},
-    "LayerNorm / RMSNorm with the residual add before them in one pass over the rows"
-    " (kforge's Triton template, autotuned per width)",
-)  # fmt: skip
-
-
-def rewrite(
-    model: torch.nn.Module, inputs: list[Any], buffers: Buffers = None
-) -> tuple[Body, list[str]] | None:
-    """The forward with its norms on the template, or None when it has none."""
-    return _rewrite(NORM, model, inputs, buffers)
-
-
-def spec(fired: list[str]) -> Spec:
-    return _spec(NORM, fired)

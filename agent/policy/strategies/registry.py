@@ -18,8 +18,8 @@ from . import (
     fx_attention,
     fx_rewrite,
     hgemm_tuned,
-    norms,
     precision,
+    templates,
     tf32x3,
 )
 from .runners import forward_code, runner_code
@@ -37,7 +37,7 @@ DEFAULT_ORDER = (
     "compile-reduce-overhead",
     "compile-graph",
     "corpus-triton",
-    "triton-norm",
+    "triton-template",
     "cudnn-benchmark",
     "channels-last",
     "compile-max-autotune-no-cudagraphs",
@@ -57,7 +57,7 @@ class TaskAnalysis:
     fx: tuple[Body, list[str]] | None = None
     gemm3: tuple[Body, list[str]] | None = None  # the forward with its GEMMs on the 3xTF32 kernel
     conv3: tuple[Body, list[str]] | None = None  # ... with its Conv2d layers on the 3xTF32 kernel
-    norms: tuple[Body, list[str]] | None = None  # ... with its LayerNorm / RMSNorm on the Triton template
+    templates: tuple[Body, list[str]] | None = None  # ... with norms and losses on the Triton templates
     corpus: tuple[str, dict[str, Any]] | None = None
     hgemm: tuple[int, int, int] | None = None  # (M, N, K) of a forward that is one fp16 a @ b
     params: list[str] = dataclasses.field(default_factory=list)  # forward's argument names
@@ -80,7 +80,7 @@ def analyse_task(task: Task, features: TaskFeatures) -> TaskAnalysis:
         analysis.fx = fx_rewrite.rewrite(model, inputs, buffers=buffers)
         analysis.gemm3 = tf32x3.rewrite(model, inputs, buffers)
         analysis.conv3 = tf32x3.rewrite_convs(model, inputs, buffers)
-        analysis.norms = norms.rewrite(model, inputs, buffers)
+        analysis.templates = templates.rewrite(model, inputs, buffers)
         analysis.corpus = corpus_kernels.match(model, inputs)
         gemm = hgemm_tuned.match(model, inputs)
         analysis.hgemm = gemm[0] if gemm is not None else None
@@ -111,7 +111,7 @@ def base_specs(analysis: TaskAnalysis, precision_class: str, device: str) -> lis
         for name, found in (
             ("prior Triton kernels", analysis.corpus),
             ("the Triton GEMM", analysis.hgemm),
-            ("the Triton norm template", analysis.norms),
+            ("the Triton templates", analysis.templates),
         )
         if found
     ]
@@ -127,8 +127,8 @@ def base_specs(analysis: TaskAnalysis, precision_class: str, device: str) -> lis
             specs.append(corpus_kernels.spec(analysis.corpus[0], 0))
         if analysis.hgemm is not None:
             specs.append(hgemm_tuned.base(analysis.hgemm, device))
-        if analysis.norms is not None:
-            specs.append(norms.spec(analysis.norms[1]))
+        if analysis.templates is not None:
+            specs.append(templates.spec(analysis.templates[1]))
     specs += compile_modes.specs(features, device)
     specs += cuda_graph.specs(features, device)
     specs += conv.specs(features, device, channels_last=not analysis.views)
@@ -181,8 +181,8 @@ def body_of(spec: Spec, analysis: TaskAnalysis) -> Body:
         return analysis.gemm3[0]
     if spec.body == "tf32x3-conv" and analysis.conv3 is not None:
         return analysis.conv3[0]
-    if spec.body == "triton-norm" and analysis.norms is not None:
-        return analysis.norms[0]
+    if spec.body == "triton-template" and analysis.templates is not None:
+        return analysis.templates[0]
     if spec.body.startswith("corpus:") and analysis.corpus is not None:
         variant = int(spec.body.split(":")[2])
         return corpus_kernels.body(analysis.corpus[0], analysis.corpus[1], variant, analysis.params)
@@ -231,7 +231,7 @@ def family_of(strategy: str) -> str:
         return family_of(strategy.removeprefix("aten-convs+"))
     if strategy.startswith("fx-rewrite["):
         return "fx-rewrite" if strategy.endswith("]") else "fx-rewrite-compile"
-    for family in ("tf32x3-gemm", "tf32x3-conv", "triton-norm"):
+    for family in ("tf32x3-gemm", "tf32x3-conv", "triton-template"):
         if strategy.startswith(family):
             return family if "+" not in strategy else "combo"
     if strategy.startswith("corpus:"):

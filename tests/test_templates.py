@@ -1,8 +1,9 @@
-"""kforge's norm template (tools/norms.py) and the triton-norm strategy: the kernel matches
-float64 (LayerNorm and RMSNorm, residual fused, with and without weight and bias, odd widths,
-strided rows) under Triton's interpreter; the FX pass finds the norms in every form models
-write them and leaves alone what it must; the candidate is verified by the engine and a
-broken one caught; torch.compile keeps one graph."""
+"""kforge's Triton templates (tools/norms.py, tools/losses.py) and the triton-template strategy:
+the kernels match float64 and PyTorch's semantics under Triton's interpreter (LayerNorm and
+RMSNorm with the residual fused, weight and bias or not, odd widths, strided rows;
+cross-entropy with every reduction, an ignored index and label smoothing); the FX pass finds
+the patterns in every form models write them and leaves alone what it must; the candidates
+are verified by the engine and broken ones caught; torch.compile keeps one graph."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from kforge.agent.policy.features import task_features
-from kforge.agent.policy.strategies import norms, registry
+from kforge.agent.policy.strategies import registry, templates
 from kforge.tools.evaluate import evaluate_many
 from kforge.tools.result import Status
 from kforge.tools.static_checks import static_cheats
@@ -23,7 +24,7 @@ from kforge.tools.task import load_task
 PRELUDE = """
 import torch
 import torch.nn.functional as F
-from kforge.tools import norms
+from kforge.tools import losses, norms
 torch.manual_seed(0)
 """
 
@@ -119,7 +120,7 @@ class LeftAlone(nn.Module):
 
 
 def _rewritten(module: nn.Module, *shapes: tuple[int, ...]) -> str:
-    result = norms.rewrite(module.to("meta"), [torch.empty(s, device="meta") for s in shapes])
+    result = templates.rewrite(module.to("meta"), [torch.empty(s, device="meta") for s in shapes])
     return "" if result is None else result[0].method
 
 
@@ -135,9 +136,9 @@ def test_the_pass_leaves_alone_what_is_not_a_last_dim_fp32_norm():
     method = _rewritten(LeftAlone(), (4, 7, 48), (4, 7, 48))
     assert method.count("_kforge_norm(") == 1 and "_kforge_add_norm(" not in method, method
     assert "_kforge_norm(add_2, None," in method  # the sum is read earlier: the add stays outside
-    assert norms.rewrite(nn.LayerNorm(20000).to("meta"), [torch.empty(2, 20000, device="meta")]) is None
+    assert templates.rewrite(nn.LayerNorm(20000).to("meta"), [torch.empty(2, 20000, device="meta")]) is None
     half = nn.LayerNorm(48).to("meta", torch.float16)
-    assert norms.rewrite(half, [torch.empty(2, 48, device="meta", dtype=torch.float16)]) is None
+    assert templates.rewrite(half, [torch.empty(2, 48, device="meta", dtype=torch.float16)]) is None
 
 
 NORM_TASK = '''
@@ -177,9 +178,9 @@ def test_the_candidate_is_verified_by_the_engine_and_a_broken_kernel_is_caught(t
     path.write_text(NORM_TASK)
     task = load_task(path, check_import=False)
     analysis = registry.analyse_task(task, task_features(task, None, "fp32", None))
-    assert analysis.norms is not None, analysis.notes
-    spec = next(s for s in registry.base_specs(analysis, "fp32", "cuda") if s.family == "triton-norm")
-    assert registry.family_of(spec.name) == "triton-norm"
+    assert analysis.templates is not None, analysis.notes
+    spec = next(s for s in registry.base_specs(analysis, "fp32", "cuda") if s.family == "triton-template")
+    assert registry.family_of(spec.name) == "triton-template"
     source = registry.build(task, spec, analysis)
     assert static_cheats(source, task.source, "fp32") == []
     broken = source.replace(
@@ -190,4 +191,104 @@ def test_the_candidate_is_verified_by_the_engine_and_a_broken_kernel_is_caught(t
     good, bad = evaluate_many(load_task(path), [source, broken], make_cpu_options())
     assert good.status == Status.OK and good.correct, good.log
     assert good.fp64_rel_err is not None and good.fp64_rel_err < 1e-5
+    assert bad.status == Status.INCORRECT, bad.log
+
+
+def test_the_cross_entropy_kernel_matches_pytorch_with_every_reduction_ignored_rows_and_smoothing():
+    code = """
+worst = 0.0
+for rows, classes, reduction, ignore, eps in [(37, 100, "mean", -100, 0.1), (20, 257, "sum", 3, 0.0),
+                                               (9, 64, "none", 5, 0.2), (16, 1000, "mean", 7, 0.0)]:
+    x = torch.randn(rows, classes) * 3
+    t = torch.randint(0, classes, (rows,))
+    t[::4] = ignore
+    kw = dict(reduction=reduction, ignore_index=ignore, label_smoothing=eps)
+    ref, fp32 = F.cross_entropy(x.double(), t, **kw), F.cross_entropy(x, t, **kw)
+    got = losses.cross_entropy(x, t, reduction, ignore, eps)
+    assert got.shape == fp32.shape
+    worst = max(worst, float((got.double() - ref).abs().max()) / max(float((fp32.double() - ref).abs().max()), 1e-7))
+print(worst)
+"""
+    assert float(_interpreted(code)) < 4.0
+
+
+class Losses(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.loss = nn.CrossEntropyLoss(label_smoothing=0.1, ignore_index=0)
+        self.weighted = nn.CrossEntropyLoss(weight=torch.ones(30))
+
+    def forward(self, x, t, x3, t3, probs):
+        kept = [
+            self.loss(x, t),
+            F.cross_entropy(x, t, reduction="none"),
+            torch.ops.aten.cross_entropy_loss.default(x, t, None, 2),
+        ]
+        left = [
+            self.weighted(x, t),
+            F.cross_entropy(x3, t3),
+            F.cross_entropy(x, probs),
+            F.cross_entropy(x.half(), t),
+        ]
+        return kept + left
+
+
+def test_the_pass_takes_class_index_cross_entropy_and_leaves_the_rest():
+    model = Losses().to("meta")
+    inputs = [torch.empty(8, 30, device="meta"), torch.empty(8, dtype=torch.long, device="meta"),
+              torch.empty(8, 30, 5, device="meta"), torch.empty(8, 5, dtype=torch.long, device="meta"),
+              torch.empty(8, 30, device="meta")]  # fmt: skip
+    result = templates.rewrite(model, inputs)
+    assert result is not None
+    method = result[0].method
+    assert method.count("_kforge_cross_entropy(") == 3, method
+    assert "'mean', 0, 0.1)" in method and "'none', -100, 0.0)" in method and "'sum', -100, 0.0)" in method, (
+        method
+    )
+    assert method.count("cross_entropy(") - method.count("_kforge_cross_entropy(") == 3, (
+        method
+    )  # the three left
+
+
+CE_TASK = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, logits, targets):
+        return F.cross_entropy(logits, targets, label_smoothing=0.1)
+
+
+def get_inputs():
+    return [torch.randn(24, 300) * 2, torch.randint(0, 300, (24,))]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_the_cross_entropy_candidate_is_verified_and_one_without_smoothing_is_caught(
+    tmp_path, make_cpu_options
+):
+    path = tmp_path / "ce.py"
+    path.write_text(CE_TASK)
+    task = load_task(path, check_import=False)
+    analysis = registry.analyse_task(task, task_features(task, None, "fp32", None))
+    assert analysis.templates is not None and "_kforge_cross_entropy(" in analysis.templates[0].method
+    spec = next(s for s in registry.base_specs(analysis, "fp32", "cuda") if s.family == "triton-template")
+    source = registry.build(task, spec, analysis)
+    assert static_cheats(source, task.source, "fp32") == []
+    forgotten = "return kforge_cross_entropy(logits, target, reduction, ignore_index, 0.0)"
+    broken = source.replace(
+        "return kforge_cross_entropy(logits, target, reduction, ignore_index, label_smoothing)", forgotten
+    )
+    assert broken != source
+    good, bad = evaluate_many(load_task(path), [source, broken], make_cpu_options())
+    assert good.status == Status.OK and good.correct, good.log
     assert bad.status == Status.INCORRECT, bad.log

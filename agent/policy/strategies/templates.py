@@ -1,0 +1,140 @@
+"""kforge's Triton templates for memory-bound work, family ``triton-template``: one FX pass
+puts each pattern it finds on its kernel.
+
+- LayerNorm and RMSNorm, with the residual add before them (:mod:`.norms`,
+  :mod:`kforge.tools.norms`);
+- cross-entropy over 2-D fp32 logits with class-index targets, label smoothing and an ignored
+  index, no class weights (``F.cross_entropy``, ``nn.CrossEntropyLoss``, ATen's
+  ``cross_entropy_loss``): one read of the logits (:mod:`kforge.tools.losses`).
+
+Each kernel is exact in semantics (the float64 bound of the fp32 class judges it like any
+candidate); what the template saves is memory traffic.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.fx
+
+from . import fx_rewrite, norms
+from .source import Body, Spec
+from .tf32x3 import Buffers, _Family, _meta, _rewrite, _spec
+
+Node = torch.fx.Node
+F = torch.nn.functional
+REDUCTION_CODES = {0: "none", 1: "mean", 2: "sum"}  # ATen's reduction enum
+CE_ARGS = (
+    "input",
+    "target",
+    "weight",
+    "size_average",
+    "ignore_index",
+    "reduce",
+    "reduction",
+    "label_smoothing",
+)
+CE_DEFAULTS = (None, None, None, None, -100, None, "mean", 0.0)
+
+HELPERS = (
+    norms.HELPERS
+    + """
+
+from kforge.tools.losses import cross_entropy as kforge_cross_entropy
+
+
+def _kforge_cross_entropy(logits, target, reduction, ignore_index, label_smoothing):
+    return kforge_cross_entropy(logits, target, reduction, ignore_index, label_smoothing)
+"""
+)
+
+
+def _kforge_cross_entropy(
+    logits: torch.Tensor, target: torch.Tensor, reduction: str, ignore_index: int, label_smoothing: float
+) -> torch.Tensor:
+    """What the emitted call computes (shape propagation runs it on meta tensors)."""
+    return F.cross_entropy(
+        logits, target, reduction=reduction, ignore_index=ignore_index, label_smoothing=label_smoothing
+    )
+
+
+def _cross_entropy_call(gm: torch.fx.GraphModule, node: Node) -> tuple[Any, ...] | None:
+    """(logits, target, reduction, ignore_index, label_smoothing) of a cross-entropy the kernel computes."""
+    if node.op == "call_module":
+        mod = gm.get_submodule(str(node.target))
+        if type(mod) is not torch.nn.CrossEntropyLoss or mod.weight is not None or len(node.args) != 2:
+            return None
+        fields: tuple[Any, ...] = (*node.args, mod.reduction, mod.ignore_index, mod.label_smoothing)
+    elif fx_rewrite._is_call(node, (F.cross_entropy,)):
+        if len(node.args) > len(CE_ARGS) or any(k not in CE_ARGS for k in node.kwargs):
+            return None
+        values = [
+            fx_rewrite._arg(node, i, n, d) for i, (n, d) in enumerate(zip(CE_ARGS, CE_DEFAULTS, strict=True))
+        ]
+        if values[2] is not None or values[3] is not None or values[5] is not None:
+            return None  # class weights, or the deprecated size_average / reduce
+        fields = (values[0], values[1], values[6], values[4], values[7])
+    elif fx_rewrite._is_call(node, (torch.ops.aten.cross_entropy_loss.default,)):
+        names = ("self", "target", "weight", "reduction", "ignore_index", "label_smoothing")
+        defaults = (None, None, None, 1, -100, 0.0)
+        values = [
+            fx_rewrite._arg(node, i, n, d) for i, (n, d) in enumerate(zip(names, defaults, strict=True))
+        ]
+        if values[2] is not None or values[3] not in REDUCTION_CODES:
+            return None
+        fields = (values[0], values[1], REDUCTION_CODES[values[3]], values[4], values[5])
+    else:
+        return None
+    logits, target, reduction, ignore_index, smoothing = fields
+    lm, tm = _meta(logits), _meta(target)
+    if lm is None or tm is None or lm.dtype != torch.float32 or lm.dim() != 2:
+        return None
+    if (
+        tm.dtype != torch.int64
+        or tuple(tm.shape) != tuple(lm.shape[:1])
+        or reduction not in REDUCTION_CODES.values()
+    ):
+        return None
+    if not isinstance(ignore_index, int) or not isinstance(smoothing, int | float):
+        return None
+    return logits, target, reduction, ignore_index, float(smoothing)
+
+
+def replace_cross_entropy(gm: torch.fx.GraphModule) -> int:
+    fired = 0
+    graph = gm.graph
+    for node in list(graph.nodes):
+        call = _cross_entropy_call(gm, node) if node.users else None
+        if call is None:
+            continue
+        with graph.inserting_before(node):
+            new = graph.create_node("call_function", _kforge_cross_entropy, call, name="cross_entropy")
+        new.meta.update(node.meta)
+        node.replace_all_uses_with(new)
+        fired += 1
+    return fired
+
+
+def replace_templates(gm: torch.fx.GraphModule) -> int:
+    return norms.replace_norms(gm) + replace_cross_entropy(gm)
+
+
+TEMPLATE = _Family(
+    "triton-template", "triton-template", "templates", replace_templates, "", HELPERS,
+    {"_kforge_norm": norms._kforge_norm, "_kforge_add_norm": norms._kforge_add_norm,
+     "_kforge_cross_entropy": _kforge_cross_entropy},
+    "memory-bound patterns on kforge's Triton templates, one read of each input: LayerNorm / RMSNorm"
+    " with the residual add, cross-entropy with label smoothing",
+)  # fmt: skip
+
+
+def rewrite(
+    model: torch.nn.Module, inputs: list[Any], buffers: Buffers = None
+) -> tuple[Body, list[str]] | None:
+    """The forward with its memory-bound patterns on the templates, or None when it has none."""
+    return _rewrite(TEMPLATE, model, inputs, buffers)
+
+
+def spec(fired: list[str]) -> Spec:
+    return _spec(TEMPLATE, fired)

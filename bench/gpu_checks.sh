@@ -3,7 +3,7 @@
 # 10-minute call on an H100). Results go to $OUT; record them in docs/results.md and a docs/log/ entry.
 #
 #   carry: [".kb"] (a KernelBench checkout, for fidelity), [".whl/agent"] (wheels, for tests)
-#   command: bash bench/gpu_checks.sh fidelity|launchbound|drift|throughput|tests|profile|kbprofile|convlayout|convs|autotune|model|strategies|realistic
+#   command: bash bench/gpu_checks.sh fidelity|launchbound|drift|throughput|tests|profile|kbprofile|convlayout|convs|autotune|model|strategies|templates|realistic
 set -u
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
@@ -90,6 +90,9 @@ for strategy, status, result in rows:
       (cd /tmp/kforge-bench-model && tar czf "$OUT/model-$name-${MODEL_PRECISION:-fp32}.tar.gz" \
         --exclude='*.so' --exclude='*.o' --exclude='*.cubin' "$name-${MODEL_PRECISION:-fp32}")
     done 2>&1 | tee "$OUT/model.log" ;;
+  templates)   # kforge's memory-bound Triton templates (norms, cross-entropy) and its 3xTF32 flash attention
+               # against eager and torch.compile: fraction of the measured copy bandwidth, error vs float64
+    (cd bench && python3 bench_templates.py && python3 bench_tf32x3_attention.py) 2>&1 | tee "$OUT/templates.log" ;;
   realistic)   # issue #34's realistic blocks (bench/realistic/README.md; carry .whl/agent): REALISTIC_SET=dev|heldout,
                # REALISTIC_ROUNDS (2), REALISTIC_SECONDS (no new task after it; 420). The batch folder comes back in
                # realistic-SET.tar.gz; to finish it on a fresh machine put that tarball in .model-runs/ and carry it.
@@ -111,5 +114,5 @@ for strategy, status, result in rows:
       (cd /tmp/kforge-realistic && tar czf "$OUT/realistic-$set_name.tar.gz" --exclude='*.so' --exclude='*.o' \
         --exclude='*.cubin' "$set_name")
     } 2>&1 | tee "$OUT/realistic.log" ;;
-  *) echo "usage: bash bench/gpu_checks.sh fidelity|launchbound|drift|throughput|tests|profile|kbprofile|convlayout|convs|autotune|model|strategies|realistic" >&2; exit 2 ;;
+  *) echo "usage: bash bench/gpu_checks.sh fidelity|launchbound|drift|throughput|tests|profile|kbprofile|convlayout|convs|autotune|model|strategies|templates|realistic" >&2; exit 2 ;;
 esac

@@ -1,0 +1,102 @@
+"""kforge's Triton templates for memory-bound work against eager PyTorch and torch.compile,
+strict fp32 (GPU): LayerNorm and RMSNorm with the residual add, cross-entropy with label
+smoothing, at the development set's shapes (bench/realistic/dev) and GPT-2's.
+
+For each: the milliseconds of eager, torch.compile (default) and the template (CUDA-event
+medians); the bandwidth each reaches on the least bytes the work must move (inputs read once,
+outputs written once) as a fraction of the copy bandwidth measured in the same run (a
+``copy_`` of as many bytes); the template's ratio over torch.compile; its error against
+float64 next to eager's.
+
+    python bench/bench_templates.py
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from bench_tf32x3 import timed
+from common import header, print_table
+from kforge.tools import losses, norms
+
+Case = tuple[str, Callable[..., object], Callable[..., object], list[torch.Tensor], int]
+
+
+def _rms(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5))
+
+
+def _add_ln(
+    x: torch.Tensor, r: torch.Tensor, w: torch.Tensor, b: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    h = x + r
+    return F.layer_norm(h, (h.shape[-1],), w, b, 1e-5), h
+
+
+def cases() -> list[Case]:
+    dev = "cuda"
+    x, w = torch.randn(4, 2048, 4096, device=dev), 1 + 0.1 * torch.randn(4096, device=dev)
+    a, r = torch.randn(16, 1024, 1024, device=dev), torch.randn(16, 1024, 1024, device=dev)
+    lw, lb = 1 + 0.1 * torch.randn(1024, device=dev), 0.1 * torch.randn(1024, device=dev)
+    g, gw, gb = (
+        torch.randn(8, 1024, 768, device=dev),
+        torch.ones(768, device=dev),
+        torch.zeros(768, device=dev),
+    )
+    logits, t = torch.randn(4096, 32000, device=dev) * 2, torch.randint(0, 32000, (4096,), device=dev)
+    logits2, t2 = torch.randn(8192, 50257, device=dev) * 2, torch.randint(0, 50257, (8192,), device=dev)
+    f = 4  # bytes per fp32 element
+    return [
+        ("RMSNorm, Llama 3 8B (4 x 2048 x 4096)", _rms, lambda x, w: norms.norm(x, None, w, None, 1e-5, True),
+         [x, w], 2 * x.numel() * f),
+        ("residual + LayerNorm, GPT-2 medium (16 x 1024 x 1024), h returned", _add_ln,
+         lambda x, r, w, b: norms.add_norm(x, r, w, b, 1e-5, False), [a, r, lw, lb], 4 * a.numel() * f),
+        ("LayerNorm, GPT-2 (8 x 1024 x 768)", lambda x, w, b: F.layer_norm(x, (768,), w, b, 1e-5),
+         lambda x, w, b: norms.norm(x, None, w, b, 1e-5, False), [g, gw, gb], 2 * g.numel() * f),
+        ("cross-entropy, smoothing 0.1 (4096 x 32000)",
+         lambda x, t: F.cross_entropy(x, t, label_smoothing=0.1),
+         lambda x, t: losses.cross_entropy(x, t, "mean", -100, 0.1), [logits, t], logits.numel() * f),
+        ("cross-entropy, GPT-2 vocabulary (8192 x 50257)", lambda x, t: F.cross_entropy(x, t),
+         lambda x, t: losses.cross_entropy(x, t, "mean", -100, 0.0), [logits2, t2], logits2.numel() * f),
+    ]  # fmt: skip
+
+
+def _first(out: object) -> torch.Tensor:
+    return out[0] if isinstance(out, tuple) else out  # type: ignore[return-value]
+
+
+def copy_gbps(nbytes: int) -> float:
+    """Bandwidth of a device copy moving ``nbytes`` (half read, half written)."""
+    src = torch.empty(nbytes // 8, device="cuda")
+    dst = torch.empty_like(src)
+    return nbytes / timed(lambda: dst.copy_(src)) / 1e6
+
+
+def main() -> None:
+    print(header("python bench/bench_templates.py"))
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.manual_seed(0)
+    rows = []
+    for name, eager, template, args, nbytes in cases():
+        compiled = torch.compile(eager)
+        ref = _first(eager(*[a.double() if a.is_floating_point() else a for a in args]))
+        errs = [float((_first(fn(*args)).double() - ref).abs().max()) for fn in (eager, template)]
+        times = [timed(lambda fn=fn, args=args: fn(*args)) for fn in (eager, compiled, template)]
+        copy = copy_gbps(nbytes)
+        frac = [nbytes / t / 1e6 / copy for t in times]
+        rows.append(
+            (name, *(f"{t:.3f}" for t in times), f"{copy:.0f}", *(f"{p:.0%}" for p in frac),
+             f"{times[1] / times[2]:.2f}x", f"{errs[1]:.1e}", f"{errs[0]:.1e}")
+        )  # fmt: skip
+    print_table(
+        "memory-bound templates, ms (CUDA-event medians); bandwidth on the least bytes as a fraction of a copy's",
+        ["pattern", "eager", "compile", "kforge", "copy GB/s", "eager", "compile", "kforge", "kforge vs compile",
+         "err kforge", "err eager"],
+        rows,
+    )  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

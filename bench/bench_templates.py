@@ -53,7 +53,7 @@ def cases() -> list[Case]:
          [x, w], 2 * x.numel() * f),
         ("residual + LayerNorm, GPT-2 medium (16 x 1024 x 1024), h returned", _add_ln,
          lambda x, r, w, b: norms.add_norm(x, r, w, b, 1e-5, False), [a, r, lw, lb], 4 * a.numel() * f),
-        ("LayerNorm, GPT-2 (8 x 1024 x 768)", lambda x, w, b: F.layer_norm(x, (768,), w, b, 1e-5),
+        ("LayerNorm, GPT-2 (8 x 1024 x 768)", lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b, 1e-5),
          lambda x, w, b: norms.norm(x, None, w, b, 1e-5, False), [g, gw, gb], 2 * g.numel() * f),
         ("cross-entropy, smoothing 0.1 (4096 x 32000)",
          lambda x, t: F.cross_entropy(x, t, label_smoothing=0.1),

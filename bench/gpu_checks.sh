@@ -94,7 +94,8 @@ for strategy, status, result in rows:
                # against eager and torch.compile: fraction of the measured copy bandwidth, error vs float64
     (cd bench && python3 bench_templates.py && python3 bench_tf32x3_attention.py) 2>&1 | tee "$OUT/templates.log" ;;
   realistic)   # issue #34's realistic blocks (bench/realistic/README.md; carry .whl/agent): REALISTIC_SET=dev|heldout,
-               # REALISTIC_ROUNDS (2), REALISTIC_SECONDS (no new task after it; 420). The batch folder comes back in
+               # REALISTIC_ROUNDS (2), REALISTIC_STRATEGIES (families, as --strategies), REALISTIC_SECONDS (no new
+               # task after it; 420). The batch folder comes back in
                # realistic-SET.tar.gz; to finish it on a fresh machine put that tarball in .model-runs/ and carry it.
     python3 -m pip install -q --no-index --find-links .whl/agent langgraph langgraph-checkpoint-sqlite \
       langchain-core 2>&1 | grep -v WARNING | tail -2
@@ -107,6 +108,7 @@ for strategy, status, result in rows:
         kforge batch --resume "/tmp/kforge-realistic/$set_name" --max-time "${REALISTIC_SECONDS:-420}" --quiet
       else
         kforge batch "bench/realistic/$set_name" --rounds "${REALISTIC_ROUNDS:-2}" --candidates 3 --confirm \
+          ${REALISTIC_STRATEGIES:+--strategies "$REALISTIC_STRATEGIES"} \
           --max-time "${REALISTIC_SECONDS:-420}" --quiet --out "/tmp/kforge-realistic/$set_name"
       fi
       echo "kforge batch exit $?"

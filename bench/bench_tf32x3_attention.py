@@ -9,8 +9,7 @@ error is ||out - ref64|| / ||ref64|| against float64 attention, and the max erro
 
     python bench/bench_tf32x3_attention.py [--sweep]
 
-``--sweep`` times every tile configuration at the three models' shapes, with K and V split
-in the kernel or before it.
+``--sweep`` times every tile configuration at the three models' shapes.
 """
 
 from __future__ import annotations
@@ -64,46 +63,31 @@ SWEEP = [(m, n, w, st) for m in (64, 128) for n in (32, 64, 128) for w in (4, 8)
 
 
 def sweep(name: str, b: int, hq: int, hk: int, n: int, d: int, causal: bool) -> list[tuple[object, ...]]:
-    """Each tile configuration of the kernel, K and V split in the kernel or before it: the
-    fastest three of each, and PyTorch's attention beside them."""
+    """Each tile configuration of the kernel: the fastest three, PyTorch's attention beside them.
+    (The 2026-11-26 sweep also tried K and V split before the kernel: slower at every shape.)"""
     import triton
 
     q = torch.randn(b, hq, n, d, device="cuda")
     k, v = torch.randn(b, hk, n, d, device="cuda"), torch.randn(b, hk, n, d, device="cuda")
     t_sdpa = timed(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=hq != hk))
-    rows = []
-    for presplit in (False, True):
-        kk, vv, off = k, v, 0
-        if presplit:
-            kk, vv = (attention.split(t.reshape(b * hk, n, d)).view(b, hk, n, -1) for t in (k, v))
-            off = kk.shape[3] // 2
-        out = torch.empty_like(q)
-        found = []
-        for bm, bn, w, st in SWEEP:
+    out = torch.empty_like(q)
+    found = []
+    for bm, bn, w, st in SWEEP:
 
-            def run(bm=bm, bn=bn, w=w, st=st, kk=kk, vv=vv, off=off, out=out, presplit=presplit):
-                attention.attention_kernel[(triton.cdiv(n, bm), b * hq)](
-                    q, kk, vv, out, hq, hq // hk, n, n, d, 1.0, off, *q.stride(), *kk.stride(), *vv.stride(),
-                    CAUSAL=causal, PRESPLIT=presplit, BLOCK_M=bm, BLOCK_N=bn,
-                    BLOCK_D=max(16, triton.next_power_of_2(d)), num_warps=w, num_stages=st,
-                )  # fmt: skip
+        def run(bm=bm, bn=bn, w=w, st=st):
+            attention.attention_kernel[(triton.cdiv(n, bm), b * hq)](
+                q, k, v, out, hq, hq // hk, n, n, d, 1.0, *q.stride(), *k.stride(), *v.stride(),
+                CAUSAL=causal, BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=max(16, triton.next_power_of_2(d)),
+                num_warps=w, num_stages=st,
+            )  # fmt: skip
 
-            try:
-                found.append((timed(run, 10), (bm, bn, w, st)))
-            except Exception as err:  # out of shared memory or registers
-                print(f"{name} {(bm, bn, w, st)} presplit={presplit}: {type(err).__name__}")
-        for t, cfg in sorted(found)[:3]:
-            rows.append(
-                (
-                    name,
-                    f"{t_sdpa:.3f}",
-                    "before" if presplit else "in kernel",
-                    str(cfg),
-                    f"{t:.3f}",
-                    f"{t_sdpa / t:.2f}x",
-                )
-            )
-    return rows
+        try:
+            found.append((timed(run, 10), (bm, bn, w, st)))
+        except Exception as err:  # out of shared memory or registers
+            print(f"{name} {(bm, bn, w, st)}: {type(err).__name__}")
+    return [
+        (name, f"{t_sdpa:.3f}", str(cfg), f"{t:.3f}", f"{t_sdpa / t:.2f}x") for t, cfg in sorted(found)[:3]
+    ]
 
 
 def main() -> None:

@@ -31,26 +31,21 @@ import torch
 import triton
 import triton.language as tl
 
-from .tf32x3 import _tf32_round, split
+from .tf32x3 import _tf32_round
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 MAX_HEAD_DIM = 128
-PRESPLIT = os.environ.get("KFORGE_ATTENTION_PRESPLIT", "0") == "1"  # K, V split before the kernel
 LOG2E = 1.4426950408889634
 
 
 @triton.jit
-def _parts(ptrs, mask, small_offset, PRESPLIT: tl.constexpr):
-    """A tile's exact TF32 parts: read from a split made before the kernel (the small part
-    ``small_offset`` elements after the big one), or split here."""
-    if PRESPLIT:
-        big = tl.load(ptrs, mask=mask, other=0.0)
-        small = tl.load(ptrs + small_offset, mask=mask, other=0.0)
-    else:
-        x = tl.load(ptrs, mask=mask, other=0.0)
-        big = _tf32_round(x)
-        small = _tf32_round(x - big)
-    return big, small
+def _parts(ptrs, mask):
+    """A tile's exact TF32 parts, split in registers. (Split once before the kernel, in memory
+    as the GEMM does, K and V were slower at all three models' shapes on the H200:
+    docs/log/2026-11-26-flash-attention-tf32x3.md.)"""
+    x = tl.load(ptrs, mask=mask, other=0.0)
+    big = _tf32_round(x)
+    return big, _tf32_round(x - big)
 
 
 @triton.jit
@@ -63,11 +58,11 @@ def _dot3(a_big, a_small, b_big, b_small):
 
 @triton.jit
 def attention_kernel(
-    q_ptr, k_ptr, v_ptr, o_ptr, HQ, GROUP, L, S, D, qk_scale, small_offset,
+    q_ptr, k_ptr, v_ptr, o_ptr, HQ, GROUP, L, S, D, qk_scale,
     stride_qb, stride_qh, stride_ql, stride_qd,
     stride_kb, stride_kh, stride_ks, stride_kd,
     stride_vb, stride_vh, stride_vs, stride_vd,
-    CAUSAL: tl.constexpr, PRESPLIT: tl.constexpr,
+    CAUSAL: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
     pid_m = tl.program_id(0)
@@ -100,8 +95,6 @@ def attention_kernel(
         k_big, k_small = _parts(
             k_base + cols[None, :].to(tl.int64) * stride_ks + offs_d[:, None] * stride_kd,
             (cols[None, :] < S) & mask_d[:, None],
-            small_offset,
-            PRESPLIT,
         )
         s = _dot3(q_big, q_small, k_big, k_small) * qk_scale  # log2 units: exp2 below
         keep = cols[None, :] < S
@@ -115,8 +108,6 @@ def attention_kernel(
         v_big, v_small = _parts(
             v_base + cols[:, None].to(tl.int64) * stride_vs + offs_d[None, :] * stride_vd,
             (cols[:, None] < S) & mask_d[None, :],
-            small_offset,
-            PRESPLIT,
         )
         p_big = _tf32_round(p)
         acc = acc * alpha[:, None] + _dot3(p_big, _tf32_round(p - p_big), v_big, v_small)
@@ -144,7 +135,7 @@ def _configs() -> list[triton.Config]:
 _tuned = (
     None
     if INTERPRETED
-    else triton.autotune(configs=_configs(), key=["L", "S", "D", "CAUSAL", "PRESPLIT"])(attention_kernel)
+    else triton.autotune(configs=_configs(), key=["L", "S", "D", "CAUSAL"])(attention_kernel)
 )
 _FIXED = {"BLOCK_M": 16, "BLOCK_N": 16}
 
@@ -182,13 +173,9 @@ def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool, sca
     qk_scale = (scale if scale > 0 else 1.0 / math.sqrt(d)) * LOG2E
     grid = lambda meta: (triton.cdiv(length, meta["BLOCK_M"]), batch * hq)  # noqa: E731
     kernel, fixed = (attention_kernel, _FIXED) if _tuned is None else (_tuned, {})
-    small_offset = 0
-    if PRESPLIT:  # rows of [big | small], each KP (D padded to 64) wide
-        k, v = (split(t.reshape(batch * hk, s, d)).view(batch, hk, s, -1) for t in (k, v))
-        small_offset = k.shape[3] // 2
     kernel[grid](
-        q, k, v, out, hq, hq // hk, length, s, d, qk_scale, small_offset, *q.stride(), *k.stride(), *v.stride(),
-        CAUSAL=bool(is_causal), PRESPLIT=PRESPLIT, BLOCK_D=max(16, triton.next_power_of_2(d)), **fixed,
+        q, k, v, out, hq, hq // hk, length, s, d, qk_scale, *q.stride(), *k.stride(), *v.stride(),
+        CAUSAL=bool(is_causal), BLOCK_D=max(16, triton.next_power_of_2(d)), **fixed,
     )  # fmt: skip
     return out
 

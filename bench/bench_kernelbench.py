@@ -77,6 +77,12 @@ def bar_check(overall: dict[str, Any]) -> list[str]:
     return out
 
 
+def _short(line: dict[str, Any]) -> str:
+    """L1 12 for a KernelBench problem; the file's name for a task of another set."""
+    name = line["task"].split("/")[-1]
+    return f"L{line['level']} {name.split('_')[0]}" if line.get("level") else name
+
+
 def winners(lines: list[dict[str, Any]]) -> list[list[str]]:
     """Which strategy family gave each correct task its reported result: tasks won, their
     geomean speedup vs eager and vs torch.compile, and the tasks (level/problem)."""
@@ -88,7 +94,7 @@ def winners(lines: list[dict[str, Any]]) -> list[list[str]]:
 
     for family, won in sorted(by_family.items(), key=lambda kv: -len(kv[1])):
         won = sorted(won, key=problem_order)
-        tasks = ", ".join(f"L{x.get('level')} {x['task'].split('/')[-1].split('_')[0]}" for x in won)
+        tasks = ", ".join(_short(x) for x in won)
         out.append(
             [
                 family,

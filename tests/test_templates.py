@@ -188,7 +188,7 @@ def test_the_candidate_is_verified_by_the_engine_and_a_broken_kernel_is_caught(t
         "return kforge_norm(x, residual, weight, bias, eps, not rms)",
     )
     assert broken != source
-    good, bad = evaluate_many(load_task(path), [source, broken], make_cpu_options())
+    good, bad = evaluate_many(load_task(path), [source, broken], make_cpu_options(trials=2, timing_trials=1))
     assert good.status == Status.OK and good.correct, good.log
     assert good.fp64_rel_err is not None and good.fp64_rel_err < 1e-5
     assert bad.status == Status.INCORRECT, bad.log
@@ -289,6 +289,6 @@ def test_the_cross_entropy_candidate_is_verified_and_one_without_smoothing_is_ca
         "return kforge_cross_entropy(logits, target, reduction, ignore_index, label_smoothing)", forgotten
     )
     assert broken != source
-    good, bad = evaluate_many(load_task(path), [source, broken], make_cpu_options())
+    good, bad = evaluate_many(load_task(path), [source, broken], make_cpu_options(trials=2, timing_trials=1))
     assert good.status == Status.OK and good.correct, good.log
     assert bad.status == Status.INCORRECT, bad.log

@@ -44,7 +44,7 @@ def measure(name: str, b: int, hq: int, hk: int, n: int, d: int, causal: bool) -
     with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
         math_out = sdpa()
         t_math = timed(sdpa, 10)
-    ours = lambda: attention.sdpa(q, k, v, causal, 0.0)  # noqa: E731
+    ours = lambda: attention.sdpa(q, k, v, causal, None)  # noqa: E731
     out, fp32 = ours(), sdpa()
     t_sdpa, t_ours = timed(sdpa), timed(ours)
     ieee = "-"

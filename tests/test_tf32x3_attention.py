@@ -28,7 +28,7 @@ torch.manual_seed(0)
 def errors(q, k, v, causal, gqa, scale=None, kernel=A.sdpa):
     ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal, scale=scale, enable_gqa=gqa)
     fp32 = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=gqa)
-    out = kernel(q, k, v, causal, 0.0 if scale is None else scale)
+    out = kernel(q, k, v, causal, scale)
     return float((out.double() - ref).abs().max()), float((fp32.double() - ref).abs().max())
 """
 
@@ -46,7 +46,7 @@ def test_the_kernel_matches_float64_causal_or_not_with_grouped_heads_odd_lengths
     """Cases: ViT-like (no mask), GPT-2-like (causal), Llama-like (causal, 4 query heads per key
     head), more keys than queries and fewer (the causal mask aligned top-left), a head dim that is
     not a power of two, q/k/v as transposed views of (B, L, H, D) as models make them, a given
-    scale. The error against float64 stays at fp32's (PyTorch's own fp32 attention)."""
+    scale, a zero scale. The error against float64 stays at fp32's (PyTorch's own fp32 attention)."""
     code = """
 cases = [
     (2, 3, 3, 45, 45, 32, False, None, False),
@@ -54,6 +54,7 @@ cases = [
     (2, 8, 2, 33, 33, 16, True, None, True),
     (1, 2, 1, 20, 51, 24, True, 0.3, True),
     (1, 2, 2, 50, 19, 16, True, None, False),
+    (1, 2, 2, 20, 30, 16, False, 0.0, False),  # a zero scale is a scale (uniform weights), not "default"
 ]
 worst = 0.0
 for b, hq, hk, L, S, d, causal, scale, viewed in cases:
@@ -95,7 +96,7 @@ def test_unsupported_operands_get_a_one_line_reason():
     assert "fp32" in attention.unsupported(q.half(), k, k)
     assert "head dims" in attention.unsupported(torch.randn(1, 2, 8, 256), *[torch.randn(1, 2, 8, 256)] * 2)
     with pytest.raises(ValueError, match="call F.scaled_dot_product_attention instead"):
-        attention.sdpa(q.half(), k.half(), k.half(), False, 0.0)
+        attention.sdpa(q.half(), k.half(), k.half(), False, None)
 
 
 def test_under_torch_compile_the_attention_is_one_op_in_one_graph():
@@ -104,7 +105,7 @@ import torch._dynamo
 def block(x, w):
     q, k, v = (x @ w).chunk(3, dim=-1)
     q, k, v = (t.reshape(2, 24, 2, 16).transpose(1, 2) for t in (q, k, v))
-    return torch.tanh(A.sdpa(q, k, v, True, 0.0)).sum(1)
+    return torch.tanh(A.sdpa(q, k, v, True, None)).sum(1)
 x, w = torch.randn(2, 24, 32), torch.randn(32, 96)
 explained = torch._dynamo.explain(block)(x, w)
 ref = block(x, w).double()
@@ -241,7 +242,7 @@ def test_on_the_gpu_the_error_stays_at_fp32s_at_the_models_shapes():
             q.double(), k.double(), v.double(), is_causal=causal, enable_gqa=gqa
         )
         fp32 = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
-        out = attention.sdpa(q, k, v, causal, 0.0)
+        out = attention.sdpa(q, k, v, causal, None)
         err = float((out.double() - ref).norm() / ref.norm())
         fp32_err = float((fp32.double() - ref).norm() / ref.norm())
         assert err < 1.5 * fp32_err + 1e-8, (b, hq, n, err, fp32_err)

@@ -225,7 +225,7 @@ def attention_tf32x3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causa
     """scaled_dot_product_attention(q, k, v, is_causal=..., scale=...) without mask or dropout,
     grouped query heads allowed: kforge's flash attention with 3xTF32 products, one node under
     torch.compile."""
-    return flash_sdpa_tf32x3(q, k, v, bool(is_causal), float(scale) if scale is not None else 0.0)
+    return flash_sdpa_tf32x3(q, k, v, bool(is_causal), None if scale is None else float(scale))
 
 
 class ModelNew(nn.Module):

@@ -157,9 +157,11 @@ def unsupported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, enable_gqa: b
 
 
 @torch.library.custom_op("kforge::tf32x3_sdpa", mutates_args=())
-def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool, scale: float) -> torch.Tensor:
+def sdpa(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool, scale: float | None
+) -> torch.Tensor:
     """softmax(q k^T * scale (+ causal mask)) v for (B, Hq, L, D) q and (B, Hkv, S, D) k, v;
-    Hq a multiple of Hkv (grouped queries); scale <= 0 means 1/sqrt(D)."""
+    Hq a multiple of Hkv (grouped queries); scale None means 1/sqrt(D), as PyTorch's."""
     why = unsupported(q, k, v, enable_gqa=True)
     if why:
         raise ValueError(f"kforge::tf32x3_sdpa: {why}; call F.scaled_dot_product_attention instead")
@@ -170,7 +172,7 @@ def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool, sca
         return out
     if s == 0:
         return out.fill_(float("nan"))  # softmax over no keys, as PyTorch's math path gives
-    qk_scale = (scale if scale > 0 else 1.0 / math.sqrt(d)) * LOG2E
+    qk_scale = (1.0 / math.sqrt(d) if scale is None else scale) * LOG2E
     grid = lambda meta: (triton.cdiv(length, meta["BLOCK_M"]), batch * hq)  # noqa: E731
     kernel, fixed = (attention_kernel, _FIXED) if _tuned is None else (_tuned, {})
     kernel[grid](
@@ -182,6 +184,6 @@ def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool, sca
 
 @sdpa.register_fake
 def _sdpa_shape(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool, scale: float
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool, scale: float | None
 ) -> torch.Tensor:
     return q.new_empty(q.shape)

@@ -186,10 +186,7 @@ def test_the_candidate_is_verified_by_the_engine_and_a_broken_kernel_is_caught(t
     assert registry.family_of(spec.name) == "triton-template"
     source = registry.build(task, spec, analysis)
     assert static_cheats(source, task.source, "fp32") == []
-    broken = source.replace(
-        "return kforge_norm(x, residual, weight, bias, eps, rms)",
-        "return kforge_norm(x, residual, weight, bias, eps, not rms)",
-    )
+    broken = source.replace("ln_bias, 1e-05, False)", "ln_bias, 1e-05, True)")  # the LayerNorm run as RMSNorm
     assert broken != source
     good, bad = evaluate_many(load_task(path), [source, broken], make_cpu_options(trials=2, timing_trials=1))
     assert good.status == Status.OK and good.correct, good.log
@@ -288,10 +285,7 @@ def test_the_cross_entropy_candidate_is_verified_and_one_without_smoothing_is_ca
     spec = next(s for s in registry.base_specs(analysis, "fp32", "cuda") if s.family == "triton-template")
     source = registry.build(task, spec, analysis)
     assert static_cheats(source, task.source, "fp32") == []
-    forgotten = "return kforge_cross_entropy(logits, target, reduction, ignore_index, 0.0)"
-    broken = source.replace(
-        "return kforge_cross_entropy(logits, target, reduction, ignore_index, label_smoothing)", forgotten
-    )
+    broken = source.replace("'mean', -100, 0.1)", "'mean', -100, 0.0)")  # the smoothing forgotten
     assert broken != source
     good, bad = evaluate_many(load_task(path), [source, broken], make_cpu_options(trials=2, timing_trials=1))
     assert good.status == Status.OK and good.correct, good.log

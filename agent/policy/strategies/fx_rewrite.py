@@ -53,6 +53,16 @@ def _arg(node: Node, index: int, name: str, default: Any = None) -> Any:
     return node.args[index] if len(node.args) > index else node.kwargs.get(name, default)
 
 
+def call_args(node: Node, names: tuple[str, ...], defaults: tuple[Any, ...]) -> list[Any] | None:
+    """A call's arguments in signature order (positional or by keyword, else the default), or
+    None when it passes more than the signature has or a keyword it does not name."""
+    if len(node.args) > len(names) or any(key not in names for key in node.kwargs):
+        return None
+    return [
+        _arg(node, i, name, default) for i, (name, default) in enumerate(zip(names, defaults, strict=True))
+    ]
+
+
 def _is_call(node: Any, targets: tuple[Any, ...], methods: tuple[str, ...] = ()) -> bool:
     if not isinstance(node, Node):
         return False

@@ -22,6 +22,7 @@ import torch
 import torch.fx
 
 from . import fx_rewrite
+from .tf32x3 import _meta
 
 Node = torch.fx.Node
 MAX_WIDTH = 16384  # kforge.tools.norms.MAX_WIDTH (not imported here: it imports Triton)
@@ -29,16 +30,8 @@ aten = torch.ops.aten
 F = torch.nn.functional
 
 HELPERS = """
-from kforge.tools.norms import add_norm as kforge_add_norm
-from kforge.tools.norms import norm as kforge_norm
-
-
-def _kforge_norm(x, residual, weight, bias, eps, rms):
-    return kforge_norm(x, residual, weight, bias, eps, rms)
-
-
-def _kforge_add_norm(x, residual, weight, bias, eps, rms):
-    return kforge_add_norm(x, residual, weight, bias, eps, rms)
+from kforge.tools.norms import add_norm as _kforge_add_norm
+from kforge.tools.norms import norm as _kforge_norm
 """
 
 
@@ -64,11 +57,6 @@ def _kforge_add_norm(
     return _reference(x, residual, weight, bias, eps, rms), x + residual
 
 
-def _meta(node: Any) -> torch.Tensor | None:
-    meta = node.meta.get("tensor_meta") if isinstance(node, Node) else None
-    return meta if isinstance(meta, torch.Tensor) else None
-
-
 def _fp32(node: Any) -> bool:
     meta = _meta(node)
     return meta is not None and meta.dtype == torch.float32
@@ -91,8 +79,7 @@ def _const(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _is(node: Any, functions: tuple[Any, ...], methods: tuple[str, ...] = ()) -> bool:
-    return fx_rewrite._is_call(node, functions, methods)
+_is = fx_rewrite._is_call
 
 
 def _operands(node: Node) -> tuple[Any, Any] | None:
@@ -205,30 +192,16 @@ def _norm_call(gm: torch.fx.GraphModule, node: Node) -> tuple[Node, Any, Any, An
     return last, x, weight, None, eps, True
 
 
-def _chain(start: Node, end: Node) -> set[Node]:
-    """The nodes on the paths from ``start`` to ``end`` (both included)."""
+def _ancestors(node: Node) -> set[Node]:
+    """The nodes ``node`` is computed from, and itself."""
     seen: set[Node] = set()
-    stack = [end]
-    while stack:
-        node = stack.pop()
-        if node in seen:
-            continue
-        seen.add(node)
-        if node is not start:
-            stack += [a for a in node.all_input_nodes if a is start or _reaches(start, a)]
-    return seen
-
-
-def _reaches(start: Node, node: Node) -> bool:
-    stack, seen = [node], set()
+    stack = [node]
     while stack:
         n = stack.pop()
-        if n is start:
-            return True
         if n not in seen:
             seen.add(n)
             stack += n.all_input_nodes
-    return False
+    return seen
 
 
 def replace_norms(gm: torch.fx.GraphModule) -> int:
@@ -246,13 +219,13 @@ def replace_norms(gm: torch.fx.GraphModule) -> int:
             continue
         if xm.dim() == 0 or not 0 < xm.shape[-1] <= MAX_WIDTH:
             continue
-        chain = _chain(x, last)
         residual, outside = None, []
         if (
             _is(x, ADDS, ("add",))
             and _operands(x)
             and all(_fp32(a) and tuple(_meta(a).shape) == tuple(xm.shape) for a in x.args)  # type: ignore[union-attr]
         ):
+            chain = _ancestors(last)  # what the norm itself computes from the sum
             outside = [u for u in x.users if u not in chain]  # the residual stream, read on
             order = {n: i for i, n in enumerate(graph.nodes)}
             if all(order[u] > order[last] for u in outside):  # h is defined at the norm: read after it

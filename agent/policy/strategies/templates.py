@@ -36,18 +36,10 @@ CE_ARGS = (
     "label_smoothing",
 )
 CE_DEFAULTS = (None, None, None, None, -100, None, "mean", 0.0)
+ATEN_CE_ARGS = ("self", "target", "weight", "reduction", "ignore_index", "label_smoothing")
+ATEN_CE_DEFAULTS = (None, None, None, 1, -100, 0.0)
 
-HELPERS = (
-    norms.HELPERS
-    + """
-
-from kforge.tools.losses import cross_entropy as kforge_cross_entropy
-
-
-def _kforge_cross_entropy(logits, target, reduction, ignore_index, label_smoothing):
-    return kforge_cross_entropy(logits, target, reduction, ignore_index, label_smoothing)
-"""
-)
+HELPERS = norms.HELPERS + "from kforge.tools.losses import cross_entropy as _kforge_cross_entropy\n"
 
 
 def _kforge_cross_entropy(
@@ -67,20 +59,14 @@ def _cross_entropy_call(gm: torch.fx.GraphModule, node: Node) -> tuple[Any, ...]
             return None
         fields: tuple[Any, ...] = (*node.args, mod.reduction, mod.ignore_index, mod.label_smoothing)
     elif fx_rewrite._is_call(node, (F.cross_entropy,)):
-        if len(node.args) > len(CE_ARGS) or any(k not in CE_ARGS for k in node.kwargs):
-            return None
-        values = [
-            fx_rewrite._arg(node, i, n, d) for i, (n, d) in enumerate(zip(CE_ARGS, CE_DEFAULTS, strict=True))
-        ]
-        if values[2] is not None or values[3] is not None or values[5] is not None:
+        values = fx_rewrite.call_args(node, CE_ARGS, CE_DEFAULTS)
+        if values is None or values[2] is not None or values[3] is not None or values[5] is not None:
             return None  # class weights, or the deprecated size_average / reduce
         fields = (values[0], values[1], values[6], values[4], values[7])
     elif fx_rewrite._is_call(node, (torch.ops.aten.cross_entropy_loss.default,)):
-        names = ("self", "target", "weight", "reduction", "ignore_index", "label_smoothing")
-        defaults = (None, None, None, 1, -100, 0.0)
-        values = [
-            fx_rewrite._arg(node, i, n, d) for i, (n, d) in enumerate(zip(names, defaults, strict=True))
-        ]
+        values = fx_rewrite.call_args(node, ATEN_CE_ARGS, ATEN_CE_DEFAULTS)
+        if values is None:
+            return None
         if values[2] is not None or values[3] not in REDUCTION_CODES:
             return None
         fields = (values[0], values[1], REDUCTION_CODES[values[3]], values[4], values[5])

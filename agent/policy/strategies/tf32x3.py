@@ -156,12 +156,10 @@ def _sdpa_call(node: torch.fx.Node) -> tuple[Any, ...] | None:
     query tiles to fill the GPU), else None."""
     if node.op != "call_function" or node.target not in SDPAS:
         return None
-    if len(node.args) > len(SDPA_ARGS) or any(key not in SDPA_ARGS for key in node.kwargs):
+    values = fx_rewrite.call_args(node, SDPA_ARGS, SDPA_DEFAULTS)
+    if values is None:
         return None
-    q, k, v, mask, dropout, causal, scale, gqa = (
-        fx_rewrite._arg(node, i, name, default)
-        for i, (name, default) in enumerate(zip(SDPA_ARGS, SDPA_DEFAULTS, strict=True))
-    )
+    q, k, v, mask, dropout, causal, scale, gqa = values
     if mask is not None or dropout not in (0, 0.0) or not isinstance(causal, bool):
         return None
     if not (scale is None or isinstance(scale, float | int)) or not isinstance(gqa, bool):

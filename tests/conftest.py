@@ -1,10 +1,13 @@
-"""Shared fixtures: fixture paths, a scratch cache folder, CPU evaluation options, and the
-skip for tests marked ``gpu`` on machines without CUDA."""
+"""Shared fixtures: fixture paths, a scratch cache folder, CPU evaluation options, Python run
+under Triton's interpreter, and the skip for tests marked ``gpu`` on machines without CUDA."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -132,3 +135,19 @@ def loaded_host_only() -> Callable[[Result], None]:
         assert float(load) >= int(cores), host
 
     return check
+
+
+@pytest.fixture(scope="session")
+def interpreted() -> Callable[[str], str]:
+    """Runs code in a new process under Triton's interpreter (TRITON_INTERPRET=1, which Triton
+    reads at import) and gives the last line it printed."""
+
+    def run(code: str) -> str:
+        env = {**os.environ, "TRITON_INTERPRET": "1"}
+        done = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout.strip().splitlines()[-1]
+
+    return run

@@ -16,6 +16,7 @@ import torch
 from kforge.agent.policy.features import task_features
 from kforge.agent.policy.strategies import registry, tf32x3
 from kforge.agent.policy.strategies.source import REFERENCE, Spec, reference_module
+from kforge.examples import ROOT as EXAMPLES
 from kforge.tools.evaluate import evaluate_many
 from kforge.tools.result import Status
 from kforge.tools.static_checks import static_cheats
@@ -337,7 +338,11 @@ def test_tf32x3_fuses_the_activation_into_the_gemm_epilogue_and_a_broken_one_is_
     assert bad.status == Status.INCORRECT, bad.log
 
 
-def test_matmul_tf32x3_epilogue_activations_match_torch_under_the_interpreter():
+# The example candidates importable in a process the ``interpreted`` fixture starts.
+CANDIDATES_IMPORTABLE = f"import sys\nsys.path.insert(0, {str(EXAMPLES / 'candidates')!r})\n"
+
+
+def test_matmul_tf32x3_epilogue_activations_match_torch_under_the_interpreter(interpreted):
     code = """
 import torch, torch.nn.functional as F
 import matmul_tf32x3_triton as mt
@@ -355,28 +360,11 @@ try:
 except ValueError as err:
     print(worst, "refused" if "unknown activation" in str(err) else err)
 """
-    err, said = _interpreted(code).split(" ", 1)
+    err, said = interpreted(CANDIDATES_IMPORTABLE + code).split(" ", 1)
     assert float(err) < 1e-6 and said == "refused"
 
 
-def _interpreted(code: str) -> str:
-    """The last line ``code`` prints, run with the example candidates importable in a process
-    with TRITON_INTERPRET=1 (Triton reads it at import)."""
-    import os
-    import subprocess
-
-    from kforge.examples import ROOT
-
-    prelude = f"import sys\nsys.path.insert(0, {str(ROOT / 'candidates')!r})\n"
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run(
-        [sys.executable, "-c", prelude + code], env=env, capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout.strip().splitlines()[-1]
-
-
-def test_matmul_tf32x3_splits_a_long_k_and_matches_matmul_under_the_interpreter():
+def test_matmul_tf32x3_splits_a_long_k_and_matches_matmul_under_the_interpreter(interpreted):
     """Few output tiles and a long K: the slices run as one batched GEMM and are summed, bias
     and ReLU after the sum (L1 6's 256 x 524288 x 256 becomes 64 slices of 8192). Run at a
     small size with the thresholds lowered, under Triton's interpreter."""
@@ -393,11 +381,11 @@ y = mt.matmul_tf32x3(a, b, bias, relu=True)
 r = torch.relu(a.double() @ b.double() + bias.double())
 print(float((y.double() - r).abs().max() / r.abs().max()), tuple(y.shape))
 """
-    err, shape = _interpreted(code).split(" ", 1)
+    err, shape = interpreted(CANDIDATES_IMPORTABLE + code).split(" ", 1)
     assert float(err) < 1e-6 and shape == "(40, 24)"
 
 
-def test_conv2d_tf32x3_prior_kernel_matches_conv2d_under_the_interpreter():
+def test_conv2d_tf32x3_prior_kernel_matches_conv2d_under_the_interpreter(interpreted):
     """The implicit-GEMM 3xTF32 convolution (examples/candidates) against F.conv2d for
     stride, padding, dilation and 1x1 filters, under Triton's interpreter."""
     code = """
@@ -413,7 +401,7 @@ for n, c, h, w, oc, k, s, p, d in [(2,3,9,11,5,3,1,0,1), (2,4,10,10,6,3,2,1,1), 
     worst = max(worst, float((y - r).abs().max()))
 print(worst)
 """
-    assert float(_interpreted(code)) < 1e-4
+    assert float(interpreted(CANDIDATES_IMPORTABLE + code)) < 1e-4
 
 
 def test_tf32x3_conv_candidate_is_verified_by_the_engine_and_a_broken_kernel_is_caught(

@@ -7,10 +7,6 @@ are verified by the engine and broken ones caught; torch.compile keeps one graph
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 import torch
 import torch.nn as nn
@@ -31,16 +27,7 @@ torch.manual_seed(0)
 """
 
 
-def _interpreted(code: str) -> str:
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run(
-        [sys.executable, "-c", PRELUDE + code], env=env, capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout.strip().splitlines()[-1]
-
-
-def test_the_kernel_matches_float64_and_returns_the_residual_stream_exactly():
+def test_the_kernel_matches_float64_and_returns_the_residual_stream_exactly(interpreted):
     code = """
 worst = 0.0
 for shape, rms, res, affine, strided in [((3, 5, 100), False, True, True, False), ((7, 64), True, False, True, True),
@@ -66,10 +53,10 @@ for shape, rms, res, affine, strided in [((3, 5, 100), False, True, True, False)
     worst = max(worst, err / max(base, 1e-7))
 print(worst)
 """
-    assert float(_interpreted(code)) < 4.0  # within a few times PyTorch's own fp32 rounding
+    assert float(interpreted(PRELUDE + code)) < 4.0  # within a few times PyTorch's own fp32 rounding
 
 
-def test_under_torch_compile_the_norm_is_one_op_in_one_graph():
+def test_under_torch_compile_the_norm_is_one_op_in_one_graph(interpreted):
     code = """
 import torch._dynamo
 def block(x, r, w, b):
@@ -80,7 +67,7 @@ explained = torch._dynamo.explain(block)(*args)
 ref, got = block(*args).double(), torch.compile(block)(*args).double()
 print(explained.graph_count, explained.graph_break_count, float((got - ref).abs().max()))
 """
-    graphs, breaks, err = _interpreted(code).split(" ")
+    graphs, breaks, err = interpreted(PRELUDE + code).split(" ")
     assert graphs == "1" and breaks == "0" and float(err) < 1e-5
 
 
@@ -194,7 +181,9 @@ def test_the_candidate_is_verified_by_the_engine_and_a_broken_kernel_is_caught(t
     assert bad.status == Status.INCORRECT, bad.log
 
 
-def test_the_cross_entropy_kernel_matches_pytorch_with_every_reduction_ignored_rows_and_smoothing():
+def test_the_cross_entropy_kernel_matches_pytorch_with_every_reduction_ignored_rows_and_smoothing(
+    interpreted,
+):
     code = """
 worst = 0.0
 for rows, classes, reduction, ignore, eps in [(37, 100, "mean", -100, 0.1), (20, 257, "sum", 3, 0.0),
@@ -209,7 +198,7 @@ for rows, classes, reduction, ignore, eps in [(37, 100, "mean", -100, 0.1), (20,
     worst = max(worst, float((got.double() - ref).abs().max()) / max(float((fp32.double() - ref).abs().max()), 1e-7))
 print(worst)
 """
-    assert float(_interpreted(code)) < 4.0
+    assert float(interpreted(PRELUDE + code)) < 4.0
 
 
 class Losses(nn.Module):

@@ -7,10 +7,6 @@ a broken kernel caught."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 import torch
 from kforge.agent.policy.features import task_features
@@ -33,16 +29,7 @@ def errors(q, k, v, causal, gqa, scale=None, kernel=A.sdpa):
 """
 
 
-def _interpreted(code: str) -> str:
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run(
-        [sys.executable, "-c", CODE_PRELUDE + code], env=env, capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout.strip().splitlines()[-1]
-
-
-def test_the_kernel_matches_float64_causal_or_not_with_grouped_heads_odd_lengths_and_strides():
+def test_the_kernel_matches_float64_causal_or_not_with_grouped_heads_odd_lengths_and_strides(interpreted):
     """Cases: ViT-like (no mask), GPT-2-like (causal), Llama-like (causal, 4 query heads per key
     head), more keys than queries and fewer (the causal mask aligned top-left), a head dim that is
     not a power of two, q/k/v as transposed views of (B, L, H, D) as models make them, a given
@@ -67,10 +54,10 @@ for b, hq, hk, L, S, d, causal, scale, viewed in cases:
     worst = max(worst, err / fp32)
 print(worst)
 """
-    assert float(_interpreted(code)) < 3.0  # at most a few times fp32's own rounding
+    assert float(interpreted(CODE_PRELUDE + code)) < 3.0  # at most a few times fp32's own rounding
 
 
-def test_one_tf32_pass_or_a_wrong_head_mapping_is_far_from_float64():
+def test_one_tf32_pass_or_a_wrong_head_mapping_is_far_from_float64(interpreted):
     """The test above can fail: the same kernel with its remainders dropped (one TF32 pass,
     emulated by truncating the inputs as tensor cores read them) errs far beyond fp32, and
     reading key head h % Hkv instead of h // (Hq / Hkv) is wrong outright."""
@@ -83,7 +70,7 @@ e_one, fp32 = errors(q, k, v, True, True, kernel=one_pass)
 e_map, _ = errors(q, k, v, True, True, kernel=interleaved)
 print(e_one / fp32, e_map)
 """
-    one, mapping = (float(x) for x in _interpreted(code).split(" "))
+    one, mapping = (float(x) for x in interpreted(CODE_PRELUDE + code).split(" "))
     assert one > 20 and mapping > 0.1
 
 
@@ -99,7 +86,7 @@ def test_unsupported_operands_get_a_one_line_reason():
         attention.sdpa(q.half(), k.half(), k.half(), False, None)
 
 
-def test_under_torch_compile_the_attention_is_one_op_in_one_graph():
+def test_under_torch_compile_the_attention_is_one_op_in_one_graph(interpreted):
     code = """
 import torch._dynamo
 def block(x, w):
@@ -112,7 +99,7 @@ ref = block(x, w).double()
 got = torch.compile(block)(x, w).double()
 print(explained.graph_count, explained.graph_break_count, float((got - ref).abs().max()))
 """
-    graphs, breaks, err = _interpreted(code).split(" ")
+    graphs, breaks, err = interpreted(CODE_PRELUDE + code).split(" ")
     assert graphs == "1" and breaks == "0" and float(err) < 1e-6
 
 

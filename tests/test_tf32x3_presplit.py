@@ -6,10 +6,6 @@ GPU its error stays at fp32's."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 import torch
 
@@ -21,16 +17,7 @@ rel = lambda y, ref: float((y.double() - ref).abs().max() / ref.abs().max())
 """
 
 
-def _interpreted(code: str) -> str:
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run(
-        [sys.executable, "-c", CODE_PRELUDE + code], env=env, capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout.strip().splitlines()[-1]
-
-
-def test_the_split_is_exact_tf32_and_three_tf32_products_of_it_keep_fp32_accuracy():
+def test_the_split_is_exact_tf32_and_three_tf32_products_of_it_keep_fp32_accuracy(interpreted):
     code = """
 a, w = torch.randn(3, 37, 301), torch.randn(45, 301)
 tf32 = lambda x: (x.contiguous().view(torch.int32) & -8192).view(torch.float32)  # what tensor cores read
@@ -46,13 +33,13 @@ one = mm(a, w)
 wrong = mm(big(A), big(W)) + mm(small(A), small(W))  # the cross terms forgotten
 print("x".join(map(str, A.shape)), exact, pad, rel(three, ref), rel(one, ref), rel(wrong, ref))
 """
-    shape, exact, pad, three, one, wrong = _interpreted(code).split(" ")
+    shape, exact, pad, three, one, wrong = interpreted(CODE_PRELUDE + code).split(" ")
     assert shape == "3x37x640" and exact == "True" and pad == "True"
     assert float(three) < 1e-6  # 3xTF32 keeps fp32's accuracy
     assert float(one) > 1e-4 and float(wrong) > 1e-4  # one TF32 pass, or a wrong sum, does not
 
 
-def test_the_kernel_matches_float64_with_every_epilogue_and_a_changed_weight_is_split_again():
+def test_the_kernel_matches_float64_with_every_epilogue_and_a_changed_weight_is_split_again(interpreted):
     code = """
 import torch.nn.functional as F
 lin = torch.nn.Linear(301, 45)
@@ -78,7 +65,7 @@ except ValueError as err:
     refused = "unknown activation" in str(err)
 print(worst, reused, after, refused)
 """
-    worst, reused, after, refused = _interpreted(code).split(" ")
+    worst, reused, after, refused = interpreted(CODE_PRELUDE + code).split(" ")
     assert float(worst) < 1e-6 and float(after) < 1e-6
     assert reused == "True" and refused == "True"
 
@@ -106,7 +93,7 @@ def test_on_the_gpu_the_error_stays_at_fp32s_with_every_epilogue_and_no_flag_is_
     assert torch.backends.cuda.matmul.allow_tf32 is False
 
 
-def test_under_torch_compile_the_gemms_are_ops_in_one_graph_with_no_break():
+def test_under_torch_compile_the_gemms_are_ops_in_one_graph_with_no_break(interpreted):
     """The linear and mm ops are custom ops with shapes for the compiler: a block of two GEMMs
     and elementwise work between them compiles to one graph, and computes what eager does."""
     code = """
@@ -125,5 +112,5 @@ with torch.no_grad():
     got = torch.compile(block)(x, b).double()
 print(explained.graph_count, explained.graph_break_count, rel(got, ref))
 """
-    graphs, breaks, err = _interpreted(code).split(" ")
+    graphs, breaks, err = interpreted(CODE_PRELUDE + code).split(" ")
     assert graphs == "1" and breaks == "0" and float(err) < 1e-6

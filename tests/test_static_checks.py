@@ -49,6 +49,8 @@ STATIC_CHEATS = [
     ),
     ("cheats/calls_reference_gc.py", "introspects the evaluator (gc.get_objects)"),
     ("cheats/try_fallback.py", "try/except in forward()"),
+    ("cheats/clock_through_kernel_library.py", "reaches kforge's own modules (kforge.tools.timing)"),
+    ("cheats/sys_modules_through_kernel_library.py", "reads sys.modules"),
 ]
 
 

@@ -88,8 +88,28 @@ def _kernel_library(name: str) -> bool:
     return any(name == lib or name.startswith(lib + ".") for lib in KERNEL_LIBRARIES)
 
 
+def _dotted(node: ast.expr) -> str | None:
+    """``a.b.c`` for a chain of names and attributes, else None."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        owner = _dotted(node.value)
+        return f"{owner}.{node.attr}" if owner is not None else None
+    return None
+
+
+def _outside_kernel_libraries(name: str) -> bool:
+    """A kforge name that is neither a kernel library, inside one, nor on the way to one
+    (``kforge``, ``kforge.tools``): after ``import kforge.tools.norms`` the name ``kforge`` is
+    bound, and ``kforge.tools.timing`` reaches the evaluator through it."""
+    if name.split(".")[0] not in EVALUATOR_MODULES or _kernel_library(name):
+        return False
+    return not any(lib.startswith(name + ".") for lib in KERNEL_LIBRARIES)
+
+
 def _evaluator_reach(tree: ast.AST) -> list[str]:
     reasons = []
+    aliases = _import_aliases(tree)
     for node in ast.walk(tree):
         names: list[str] = []
         if isinstance(node, ast.Import):
@@ -104,8 +124,14 @@ def _evaluator_reach(tree: ast.AST) -> list[str]:
                 reasons.append(f"imports kforge's own modules ({name}): the evaluator")
             if root in REACH_MODULES:
                 reasons.append(REACH_MODULES[root])
+        dotted = _dotted(node) if isinstance(node, ast.Attribute) else None
+        if dotted is not None and _outside_kernel_libraries(name := _resolve(dotted, aliases)):
+            if not _outside_kernel_libraries(name.rsplit(".", 1)[0]):  # where the chain leaves them
+                reasons.append(f"reaches kforge's own modules ({name}): the evaluator")
         if isinstance(node, ast.Attribute) and node.attr in REACH_ATTRIBUTES:
-            owner = node.value.id if isinstance(node.value, ast.Name) else ""
+            # the owner by its last name: sys.modules, and also lib.os.sys.modules or m.os.kill
+            # through a module that imported them
+            owner = (_dotted(node.value) or "").rsplit(".", 1)[-1]
             if node.attr in ("modules", "kill", "killpg", "getppid", "suppress") and owner not in (
                 "sys",
                 "os",

@@ -11,18 +11,17 @@ so that -sum(log p) = smooth. The loss is PyTorch's:
 averaged over the rows that are not ignored (``mean``), summed, or left per row (``none``).
 
 kforge's own kernel, tested against float64 and against PyTorch (tests/test_templates.py);
-candidates call it through the custom op ``kforge::cross_entropy``.
+candidates call ``cross_entropy`` (the custom op ``kforge::cross_entropy`` under torch.compile).
 """
 
 from __future__ import annotations
-
-import os
 
 import torch
 import triton
 import triton.language as tl
 
-INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
+from .launch import Tuned
+
 REDUCTIONS = ("none", "mean", "sum")
 
 
@@ -60,7 +59,7 @@ def _configs() -> list[triton.Config]:
     ]
 
 
-_tuned = None if INTERPRETED else triton.autotune(configs=_configs(), key=["C"])(cross_entropy_kernel)
+_kernel = Tuned(cross_entropy_kernel, _configs(), ["C"], {"BLOCK": 64})
 
 
 def unsupported(logits: torch.Tensor, target: torch.Tensor) -> str:
@@ -72,12 +71,27 @@ def unsupported(logits: torch.Tensor, target: torch.Tensor) -> str:
     return ""
 
 
-@torch.library.custom_op("kforge::cross_entropy", mutates_args=())
 def cross_entropy(
     logits: torch.Tensor, target: torch.Tensor, reduction: str, ignore_index: int, label_smoothing: float
 ) -> torch.Tensor:
     """F.cross_entropy(logits, target, reduction=..., ignore_index=..., label_smoothing=...)
-    for 2-D fp32 logits, class-index targets and no class weights."""
+    for 2-D fp32 logits, class-index targets and no class weights: the custom op
+    ``kforge::cross_entropy`` under torch.compile, the kernel without the op's dispatch in eager."""
+    if torch.compiler.is_compiling():
+        return cross_entropy_op(logits, target, reduction, ignore_index, label_smoothing)
+    return _cross_entropy(logits, target, reduction, ignore_index, label_smoothing)
+
+
+@torch.library.custom_op("kforge::cross_entropy", mutates_args=())
+def cross_entropy_op(
+    logits: torch.Tensor, target: torch.Tensor, reduction: str, ignore_index: int, label_smoothing: float
+) -> torch.Tensor:
+    return _cross_entropy(logits, target, reduction, ignore_index, label_smoothing)
+
+
+def _cross_entropy(
+    logits: torch.Tensor, target: torch.Tensor, reduction: str, ignore_index: int, label_smoothing: float
+) -> torch.Tensor:
     why = unsupported(logits, target)
     if why or reduction not in REDUCTIONS:
         raise ValueError(
@@ -88,8 +102,17 @@ def cross_entropy(
     nll = torch.empty(rows, device=x.device, dtype=torch.float32)
     smooth = torch.empty_like(nll)
     if rows:
-        kernel, fixed = (cross_entropy_kernel, {"BLOCK": 64}) if _tuned is None else (_tuned, {})
-        kernel[(rows,)](x, target.contiguous(), nll, smooth, classes, x.stride(0), ignore_index, **fixed)
+        _kernel(
+            classes,
+            lambda meta: (rows,),
+            x,
+            target.contiguous(),
+            nll,
+            smooth,
+            classes,
+            x.stride(0),
+            ignore_index,
+        )
     eps = float(label_smoothing)
     per_row = nll if eps == 0.0 else (1.0 - eps) * nll + (eps / classes) * smooth
     if reduction == "none":
@@ -98,7 +121,7 @@ def cross_entropy(
     return total if reduction == "sum" else total / (target != ignore_index).sum()
 
 
-@cross_entropy.register_fake
+@cross_entropy_op.register_fake
 def _cross_entropy_shape(
     logits: torch.Tensor, target: torch.Tensor, reduction: str, ignore_index: int, label_smoothing: float
 ) -> torch.Tensor:

@@ -19,21 +19,20 @@ values with Hq a multiple of Hkv (query head h reads key head h // (Hq / Hkv), a
 the scale 1/sqrt(D) when none is given. Any strides; the output is contiguous.
 
 kforge's own kernel, tested against float64 (tests/test_tf32x3_attention.py); candidates call
-it through the custom op ``kforge::tf32x3_sdpa``, so torch.compile keeps one graph.
+it through ``sdpa``: the custom op ``kforge::tf32x3_sdpa`` under torch.compile (one graph).
 """
 
 from __future__ import annotations
 
 import math
-import os
 
 import torch
 import triton
 import triton.language as tl
 
+from ..launch import Tuned
 from .tf32x3 import _tf32_round
 
-INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 MAX_HEAD_DIM = 128
 LOG2E = 1.4426950408889634
 
@@ -132,12 +131,7 @@ def _configs() -> list[triton.Config]:
 
 
 # Autotuned per shape on the GPU; the interpreter (CI) has no benchmarker: one small tile.
-_tuned = (
-    None
-    if INTERPRETED
-    else triton.autotune(configs=_configs(), key=["L", "S", "D", "CAUSAL"])(attention_kernel)
-)
-_FIXED = {"BLOCK_M": 16, "BLOCK_N": 16}
+_kernel = Tuned(attention_kernel, _configs(), ["L", "S", "D", "CAUSAL"], {"BLOCK_M": 16, "BLOCK_N": 16})
 
 
 def unsupported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, enable_gqa: bool = False) -> str:
@@ -156,12 +150,27 @@ def unsupported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, enable_gqa: b
     return ""
 
 
-@torch.library.custom_op("kforge::tf32x3_sdpa", mutates_args=())
 def sdpa(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool, scale: float | None
 ) -> torch.Tensor:
     """softmax(q k^T * scale (+ causal mask)) v for (B, Hq, L, D) q and (B, Hkv, S, D) k, v;
-    Hq a multiple of Hkv (grouped queries); scale None means 1/sqrt(D), as PyTorch's."""
+    Hq a multiple of Hkv (grouped queries); scale None means 1/sqrt(D), as PyTorch's. The custom
+    op ``kforge::tf32x3_sdpa`` under torch.compile, the kernel without the op's dispatch in eager."""
+    if torch.compiler.is_compiling():
+        return sdpa_op(q, k, v, is_causal, scale)
+    return _sdpa(q, k, v, is_causal, scale)
+
+
+@torch.library.custom_op("kforge::tf32x3_sdpa", mutates_args=())
+def sdpa_op(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool, scale: float | None
+) -> torch.Tensor:
+    return _sdpa(q, k, v, is_causal, scale)
+
+
+def _sdpa(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool, scale: float | None
+) -> torch.Tensor:
     why = unsupported(q, k, v, enable_gqa=True)
     if why:
         raise ValueError(f"kforge::tf32x3_sdpa: {why}; call F.scaled_dot_product_attention instead")
@@ -173,16 +182,15 @@ def sdpa(
     if s == 0:
         return out.fill_(float("nan"))  # softmax over no keys, as PyTorch's math path gives
     qk_scale = (1.0 / math.sqrt(d) if scale is None else scale) * LOG2E
-    grid = lambda meta: (triton.cdiv(length, meta["BLOCK_M"]), batch * hq)  # noqa: E731
-    kernel, fixed = (attention_kernel, _FIXED) if _tuned is None else (_tuned, {})
-    kernel[grid](
+    _kernel(
+        (length, s, d, bool(is_causal)), lambda meta: (triton.cdiv(length, meta["BLOCK_M"]), batch * hq),
         q, k, v, out, hq, hq // hk, length, s, d, qk_scale, *q.stride(), *k.stride(), *v.stride(),
-        CAUSAL=bool(is_causal), BLOCK_D=max(16, triton.next_power_of_2(d)), **fixed,
+        CAUSAL=bool(is_causal), BLOCK_D=max(16, triton.next_power_of_2(d)),
     )  # fmt: skip
     return out
 
 
-@sdpa.register_fake
+@sdpa_op.register_fake
 def _sdpa_shape(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool, scale: float | None
 ) -> torch.Tensor:

@@ -7,6 +7,8 @@ are verified by the engine and broken ones caught; torch.compile keeps one graph
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn as nn
@@ -17,6 +19,8 @@ from kforge.tools.evaluate import evaluate_many
 from kforge.tools.result import Status
 from kforge.tools.static_checks import static_cheats
 from kforge.tools.task import load_task
+
+REALISTIC = Path(__file__).resolve().parents[1] / "bench" / "realistic" / "dev"
 
 PRELUDE = """
 import pytest
@@ -179,6 +183,36 @@ def test_the_candidate_is_verified_by_the_engine_and_a_broken_kernel_is_caught(t
     assert good.status == Status.OK and good.correct, good.log
     assert good.fp64_rel_err is not None and good.fp64_rel_err < 1e-5
     assert bad.status == Status.INCORRECT, bad.log
+
+
+@pytest.mark.parametrize(
+    "name", ["rmsnorm_llama8b", "layernorm_residual_gpt2m", "label_smoothing_ce", "rotary_llama8b"]
+)
+def test_a_norm_or_loss_the_pass_found_is_measured_in_round_one(name):
+    """The ranker has never seen the family: it came fifth on the development set's norms and
+    loss, after four compile and graph modes, and a three-candidate round never measured it.
+    What the analysis found puts it in round one. Rotary has neither: no bonus."""
+    from kforge.agent.policy import embedded
+    from kforge.agent.policy.base import Context
+    from kforge.tools.hardware import spec_for
+    from kforge.tools.result import Result, Timing
+
+    timing = lambda ms: Timing(ms, ms, ms, 0.0, 10)  # noqa: E731
+    baseline = Result(
+        status=Status.OK, device="cuda", candidate=timing(0.4), eager=timing(0.4), compiled=timing(0.15)
+    )
+    task = load_task(REALISTIC / f"{name}.py")
+    ctx = Context(
+        task=task, hardware=spec_for("H100-SXM"), precision="fp32", baseline=baseline, docs=[], attempts=[]
+    )
+    policy = embedded.EmbeddedPolicy()
+    firsts = [registry.family_of(p.strategy) for p in policy.propose(ctx, 3)]
+    bonus = embedded.evidence(policy._analysis(ctx))
+    if name == "rotary_llama8b":
+        assert bonus == {} and "triton-template" not in firsts, firsts
+    else:
+        assert bonus == {"triton-template": embedded.TEMPLATE_ON_KERNEL}
+        assert "triton-template" in firsts, firsts
 
 
 def test_the_cross_entropy_kernel_matches_pytorch_with_every_reduction_ignored_rows_and_smoothing(

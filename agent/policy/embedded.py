@@ -32,13 +32,31 @@ CATALOGUE_DEPTH = 3
 # bench/bench_tf32x3_attention.py). Without it the ranker put compile and CUDA graphs first on
 # Llama's attention region, and its one round never tried the kernel (2026-11-26).
 ATTENTION_ON_KERNEL = 1.0
+# A norm or cross-entropy the template pass put on kforge's Triton kernels: the ranker has never
+# seen the family (UNSEEN_SCORE), so it came fifth on every task it applies to and a
+# three-candidate round never measured it. It goes second, after the ranker's first choice.
+TEMPLATE_ON_KERNEL = 2.0
+SECOND = ("triton-template",)  # families placed second when the analysis found their pattern
 
 
 def evidence(task: TaskAnalysis) -> dict[str, float]:
     """Score added to a family for what the analysis found in this task."""
+    bonus: dict[str, float] = {}
     if task.gemm3 is not None and "_kforge_sdpa3(" in task.gemm3[0].method:
-        return {"tf32x3-gemm": ATTENTION_ON_KERNEL}
-    return {}
+        bonus["tf32x3-gemm"] = ATTENTION_ON_KERNEL
+    if task.templates is not None:
+        bonus["triton-template"] = TEMPLATE_ON_KERNEL
+    return bonus
+
+
+def _second(specs: list[Spec], bonus: dict[str, float]) -> list[Spec]:
+    """The first spec of each SECOND family with a bonus moved to second place (if later)."""
+    out = list(specs)
+    for family in SECOND:
+        at = next((i for i, s in enumerate(out) if s.family == family), None)
+        if family in bonus and at is not None and at > 1:
+            out.insert(1, out.pop(at))
+    return out
 
 
 class EmbeddedPolicy:
@@ -83,7 +101,7 @@ class EmbeddedPolicy:
         bonus = evidence(task)
         if self.ranker is None:
             rank = {family: float(i) for i, family in enumerate(fixed_order(s.family for s in specs))}
-            return sorted(specs, key=lambda s: (-bonus.get(s.family, 0.0), rank[s.family]))
+            return _second(sorted(specs, key=lambda s: (-bonus.get(s.family, 0.0), rank[s.family])), bonus)
         vector = task.features.vector()
         score = {
             s.family: self.ranker.score(s.family, vector)
@@ -92,7 +110,7 @@ class EmbeddedPolicy:
             for s in specs
         }
         order = fixed_order(score)
-        return sorted(specs, key=lambda s: (-score[s.family], order.index(s.family)))
+        return _second(sorted(specs, key=lambda s: (-score[s.family], order.index(s.family))), bonus)
 
     def plan(self, ctx: Context) -> str:
         task = self._analysis(ctx)

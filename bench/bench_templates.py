@@ -8,11 +8,18 @@ outputs written once) as a fraction of the copy bandwidth measured in the same r
 ``copy_`` of as many bytes); the template's ratio over torch.compile; its error against
 float64 next to eager's.
 
-    python bench/bench_templates.py
+    python bench/bench_templates.py [--overhead]
+
+``--overhead`` splits each template's time into host and GPU: microseconds of host time per
+call (async calls on a tiny input, where the GPU waits on the host), each through the custom
+op, the autotuned Triton launch and the tuned kernel launched directly, and the kernel's own
+GPU time at the real shape (torch.profiler).
 """
 
 from __future__ import annotations
 
+import sys
+import time
 from collections.abc import Callable
 
 import torch
@@ -98,5 +105,60 @@ def main() -> None:
     )  # fmt: skip
 
 
+def host_us(fn: Callable[[], object], calls: int = 500) -> float:
+    """Host microseconds per call: ``calls`` async calls, the GPU work negligible."""
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    host = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return host / calls * 1e6
+
+
+def kernel_us(fn: Callable[[], object]) -> float:
+    """GPU microseconds per call of the kernels fn launches (torch.profiler, 20 calls)."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(20):
+            fn()
+        torch.cuda.synchronize()
+    total = sum(e.self_device_time_total for e in prof.key_averages() if e.self_device_time_total > 0)
+    return total / 20
+
+
+def overhead() -> None:
+    print(header("python bench/bench_templates.py --overhead"))
+    torch.backends.cuda.matmul.allow_tf32 = False
+    dev = "cuda"
+    tiny, tw, tb = torch.randn(4, 768, device=dev), torch.ones(768, device=dev), torch.zeros(768, device=dev)
+    big = torch.randn(8, 1024, 768, device=dev)
+    y = torch.empty_like(tiny)
+    norms.norm(tiny, None, tw, tb, 1e-5, False)  # the autotuner chooses
+    (chosen,) = norms._kernel.chosen.values()
+    args = (tiny, tiny, tw, tb, y, y, 4, 768, 1e-5, 768, 768, 768, 768)
+    flags = dict(HAS_RES=False, STORE_H=False, HAS_W=True, HAS_B=True, RMS=False, BLOCK_N=1024)
+    tuner = norms._kernel.tuner
+    assert tuner is not None
+    rows = [
+        ("F.layer_norm", host_us(lambda: F.layer_norm(tiny, (768,), tw, tb, 1e-5)),
+         kernel_us(lambda: F.layer_norm(big, (768,), tw, tb, 1e-5))),
+        ("kforge::norm (the custom op, as under compile)", host_us(lambda: norms.norm_op(tiny, None, tw, tb, 1e-5, False)),
+         kernel_us(lambda: norms.norm(big, None, tw, tb, 1e-5, False))),
+        ("norms.norm (eager: no op, the chosen config)", host_us(lambda: norms.norm(tiny, None, tw, tb, 1e-5, False)), None),
+        ("Triton autotuner, kernel[grid]", host_us(lambda: tuner[(lambda m: (4,))](*args, **flags)), None),
+        (f"the kernel alone {chosen}", host_us(lambda: norms.norm_kernel[(4,)](*args, **flags, **chosen)), None),
+    ]  # fmt: skip
+    print_table(
+        "host time per call (tiny input, async) and GPU time per call (8 x 1024 x 768), LayerNorm",
+        ["path", "host us/call", "GPU us/call"],
+        [(n, f"{h:.1f}", "-" if g is None else f"{g:.1f}") for n, h, g in rows],
+    )
+
+
 if __name__ == "__main__":
-    main()
+    overhead() if "--overhead" in sys.argv else main()

@@ -1,22 +1,31 @@
-"""An autotuned Triton kernel with a short host path, for kforge's own kernels.
+"""A short host path for kforge's own kernels: an autotuned Triton kernel, and the function
+candidates call.
 
 Triton's autotuner costs host time on every call (the key built from the arguments, the cache
 looked up: 11 us of the 84 us a LayerNorm took through ``kforge::norm`` on an H100, against
 17 us of GPU time; ``bench/bench_templates.py --overhead``). ``Tuned`` lets the autotuner choose
 once per key, then launches the kernel with that configuration directly. Under
 ``TRITON_INTERPRET=1`` it launches the kernel with the fixed configuration given.
+
+``eager_or_op`` registers a kernel's function as a custom op, which torch.compile needs to keep
+one graph, and gives the function candidates call: the op under compile, the function itself in
+eager (the op's dispatch cost 28 us a call there).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
+import torch
 import triton
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 Grid = Callable[[dict[str, Any]], tuple[int, ...]]
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class Tuned:
@@ -48,3 +57,18 @@ class Tuned:
             return
         meta = {**constexprs, **chosen}
         self.kernel[grid(meta)](*args, **meta)
+
+
+def eager_or_op(name: str, impl: Callable[P, R], fake: Callable[..., Any]) -> tuple[Any, Callable[P, R]]:
+    """(the custom op ``name`` over ``impl`` with ``fake`` for its shapes, the function that
+    calls the op under torch.compile and ``impl`` otherwise)."""
+    op = torch.library.custom_op(name, impl, mutates_args=())
+    op.register_fake(fake)
+
+    @functools.wraps(impl)
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        if torch.compiler.is_compiling():
+            return op(*args, **kwargs)  # type: ignore[no-any-return]
+        return impl(*args, **kwargs)
+
+    return op, call

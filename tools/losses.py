@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .launch import Tuned
+from .launch import Tuned, eager_or_op
 
 REDUCTIONS = ("none", "mean", "sum")
 
@@ -71,27 +71,11 @@ def unsupported(logits: torch.Tensor, target: torch.Tensor) -> str:
     return ""
 
 
-def cross_entropy(
-    logits: torch.Tensor, target: torch.Tensor, reduction: str, ignore_index: int, label_smoothing: float
-) -> torch.Tensor:
-    """F.cross_entropy(logits, target, reduction=..., ignore_index=..., label_smoothing=...)
-    for 2-D fp32 logits, class-index targets and no class weights: the custom op
-    ``kforge::cross_entropy`` under torch.compile, the kernel without the op's dispatch in eager."""
-    if torch.compiler.is_compiling():
-        return cross_entropy_op(logits, target, reduction, ignore_index, label_smoothing)
-    return _cross_entropy(logits, target, reduction, ignore_index, label_smoothing)
-
-
-@torch.library.custom_op("kforge::cross_entropy", mutates_args=())
-def cross_entropy_op(
-    logits: torch.Tensor, target: torch.Tensor, reduction: str, ignore_index: int, label_smoothing: float
-) -> torch.Tensor:
-    return _cross_entropy(logits, target, reduction, ignore_index, label_smoothing)
-
-
 def _cross_entropy(
     logits: torch.Tensor, target: torch.Tensor, reduction: str, ignore_index: int, label_smoothing: float
 ) -> torch.Tensor:
+    """F.cross_entropy(logits, target, reduction=..., ignore_index=..., label_smoothing=...)
+    for 2-D fp32 logits, class-index targets and no class weights."""
     why = unsupported(logits, target)
     if why or reduction not in REDUCTIONS:
         raise ValueError(
@@ -121,8 +105,10 @@ def _cross_entropy(
     return total if reduction == "sum" else total / (target != ignore_index).sum()
 
 
-@cross_entropy_op.register_fake
 def _cross_entropy_shape(
     logits: torch.Tensor, target: torch.Tensor, reduction: str, ignore_index: int, label_smoothing: float
 ) -> torch.Tensor:
     return logits.new_empty(logits.shape[:1] if reduction == "none" else ())
+
+
+cross_entropy_op, cross_entropy = eager_or_op("kforge::cross_entropy", _cross_entropy, _cross_entropy_shape)

@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .launch import Tuned
+from .launch import Tuned, eager_or_op
 
 MAX_WIDTH = 16384  # a row held in registers: 64 KB of fp32 over up to 16 warps
 
@@ -118,64 +118,25 @@ def _launch(
     return y, h
 
 
-def norm(
+def _norm(
     x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor | None, bias: torch.Tensor | None,
     eps: float, rms: bool,
 ) -> torch.Tensor:  # fmt: skip
     """LayerNorm (rms False) or RMSNorm (rms True) of x (+ residual) over the last dimension,
-    then ``* weight + bias`` (either may be None). Under torch.compile, the custom op
-    ``kforge::norm`` (one graph); in eager, the kernel without the op's dispatch."""
-    if torch.compiler.is_compiling():
-        return norm_op(x, residual, weight, bias, eps, rms)
+    then ``* weight + bias`` (either may be None)."""
     return _launch(x, residual, weight, bias, eps, rms, False)[0]
 
 
-def add_norm(
+def _add_norm(
     x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
     eps: float, rms: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """(norm(x + residual), x + residual): the block boundary's normalised value and its
-    residual stream, from one read of each input (``kforge::add_norm`` under torch.compile)."""
-    if torch.compiler.is_compiling():
-        return add_norm_op(x, residual, weight, bias, eps, rms)
+    residual stream, from one read of each input."""
     return _launch(x, residual, weight, bias, eps, rms, True)
 
 
-@torch.library.custom_op("kforge::norm", mutates_args=())
-def norm_op(
-    x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor | None, bias: torch.Tensor | None,
-    eps: float, rms: bool,
-) -> torch.Tensor:  # fmt: skip
-    return _launch(x, residual, weight, bias, eps, rms, False)[0]
-
-
-@norm_op.register_fake
-def _norm_shape(
-    x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor | None, bias: torch.Tensor | None,
-    eps: float, rms: bool,
-) -> torch.Tensor:  # fmt: skip
-    return torch.empty_like(x)
-
-
-@torch.library.custom_op("kforge::add_norm", mutates_args=())
-def add_norm_op(
-    x: torch.Tensor,
-    residual: torch.Tensor,
-    weight: torch.Tensor | None,
-    bias: torch.Tensor | None,
-    eps: float,
-    rms: bool,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    return _launch(x, residual, weight, bias, eps, rms, True)
-
-
-@add_norm_op.register_fake
-def _add_norm_shape(
-    x: torch.Tensor,
-    residual: torch.Tensor,
-    weight: torch.Tensor | None,
-    bias: torch.Tensor | None,
-    eps: float,
-    rms: bool,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    return torch.empty_like(x), torch.empty_like(x)
+norm_op, norm = eager_or_op("kforge::norm", _norm, lambda x, *_: torch.empty_like(x))
+add_norm_op, add_norm = eager_or_op(
+    "kforge::add_norm", _add_norm, lambda x, *_: (torch.empty_like(x), torch.empty_like(x))
+)

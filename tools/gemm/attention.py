@@ -30,7 +30,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..launch import Tuned
+from ..launch import Tuned, eager_or_op
 from .tf32x3 import _tf32_round
 
 MAX_HEAD_DIM = 128
@@ -150,27 +150,11 @@ def unsupported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, enable_gqa: b
     return ""
 
 
-def sdpa(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool, scale: float | None
-) -> torch.Tensor:
-    """softmax(q k^T * scale (+ causal mask)) v for (B, Hq, L, D) q and (B, Hkv, S, D) k, v;
-    Hq a multiple of Hkv (grouped queries); scale None means 1/sqrt(D), as PyTorch's. The custom
-    op ``kforge::tf32x3_sdpa`` under torch.compile, the kernel without the op's dispatch in eager."""
-    if torch.compiler.is_compiling():
-        return sdpa_op(q, k, v, is_causal, scale)
-    return _sdpa(q, k, v, is_causal, scale)
-
-
-@torch.library.custom_op("kforge::tf32x3_sdpa", mutates_args=())
-def sdpa_op(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool, scale: float | None
-) -> torch.Tensor:
-    return _sdpa(q, k, v, is_causal, scale)
-
-
 def _sdpa(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool, scale: float | None
 ) -> torch.Tensor:
+    """softmax(q k^T * scale (+ causal mask)) v for (B, Hq, L, D) q and (B, Hkv, S, D) k, v;
+    Hq a multiple of Hkv (grouped queries); scale None means 1/sqrt(D), as PyTorch's."""
     why = unsupported(q, k, v, enable_gqa=True)
     if why:
         raise ValueError(f"kforge::tf32x3_sdpa: {why}; call F.scaled_dot_product_attention instead")
@@ -190,8 +174,4 @@ def _sdpa(
     return out
 
 
-@sdpa_op.register_fake
-def _sdpa_shape(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool, scale: float | None
-) -> torch.Tensor:
-    return q.new_empty(q.shape)
+sdpa_op, sdpa = eager_or_op("kforge::tf32x3_sdpa", _sdpa, lambda q, *_: q.new_empty(q.shape))

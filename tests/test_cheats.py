@@ -33,6 +33,7 @@ CPU_CHEATS: dict[str, tuple[str, str]] = {
     "patched_compare": ("scale_relu", "patched"),
     "calls_reference": ("scale_relu", "reads sys.modules"),
     "sys_modules_through_kernel_library": ("scale_relu", "reads sys.modules"),
+    "sys_modules_through_library_globals": ("scale_relu", "reads sys.modules"),
     "clock_through_kernel_library": ("scale_relu", "reaches kforge's own modules"),
     "calls_reference_gc": ("scale_relu", "introspects the evaluator"),
     "try_fallback": ("scale_relu", "try/except"),

@@ -51,6 +51,8 @@ STATIC_CHEATS = [
     ("cheats/try_fallback.py", "try/except in forward()"),
     ("cheats/clock_through_kernel_library.py", "reaches kforge's own modules (kforge.tools.timing)"),
     ("cheats/sys_modules_through_kernel_library.py", "reads sys.modules"),
+    ("cheats/sys_modules_through_library_globals.py", "reads a function's module globals"),
+    ("cheats/sys_modules_through_library_globals.py", "reads sys.modules"),
 ]
 
 

@@ -75,6 +75,7 @@ REACH_ATTRIBUTES = {
     "f_back": "introspects the evaluator (caller frames)",
     "f_locals": "introspects the evaluator (a frame's variables)",
     "f_globals": "introspects the evaluator (a frame's globals)",
+    "__globals__": "reads a function's module globals (another module's names)",
     "getppid": "reaches for its parent process",
     "kill": "signals other processes",
     "killpg": "signals other processes",
@@ -129,9 +130,10 @@ def _evaluator_reach(tree: ast.AST) -> list[str]:
             if not _outside_kernel_libraries(name.rsplit(".", 1)[0]):  # where the chain leaves them
                 reasons.append(f"reaches kforge's own modules ({name}): the evaluator")
         if isinstance(node, ast.Attribute) and node.attr in REACH_ATTRIBUTES:
-            # the owner by its last name: sys.modules, and also lib.os.sys.modules or m.os.kill
-            # through a module that imported them
-            owner = (_dotted(node.value) or "").rsplit(".", 1)[-1]
+            # the owner by its last name: sys.modules, and also lib.os.sys.modules, m.os.kill or
+            # g["os"].sys.modules through a module that imported them
+            value = node.value
+            owner = value.attr if isinstance(value, ast.Attribute) else getattr(value, "id", "")
             if node.attr in ("modules", "kill", "killpg", "getppid", "suppress") and owner not in (
                 "sys",
                 "os",

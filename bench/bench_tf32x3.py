@@ -162,40 +162,54 @@ def measure_conv(
     name: str, n: int, c: int, h: int, w: int, oc: int, k: int, pad: int, stride: int = 1
 ) -> tuple[str, ...]:
     import torch.nn.functional as F
+    from kforge.tools.gemm.conv import conv2d as nhwc_conv
 
     torch.manual_seed(0)
     x = torch.rand(n, c, h, w, device="cuda")
+    x_cl = x.contiguous(memory_format=torch.channels_last)
     weight = torch.nn.Parameter(
         torch.randn(oc, c, k, k, device="cuda") / (c * k * k) ** 0.5, requires_grad=False
     )
+    w_cl = weight.contiguous(memory_format=torch.channels_last)
     bias = torch.randn(oc, device="cuda")
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.benchmark = False
     ref32 = F.conv2d(x, weight, bias, stride, pad)
     ref64 = F.conv2d(x.double(), weight.double(), bias.double(), stride, pad)  # freed when this returns
     out = conv2d_tf32x3(x, weight, bias, stride, pad)
-    strict = bool(torch.allclose(out, ref32, atol=1e-4, rtol=1e-4))
-    errors = (rel_err(ref32, ref64), rel_err(out, ref64))
+    new = nhwc_conv(x_cl, weight, bias, stride, pad)
+    strict = bool(torch.allclose(out, ref32, atol=1e-4, rtol=1e-4)) and bool(
+        torch.allclose(new, ref32, atol=1e-4, rtol=1e-4)
+    )
+    errors = (rel_err(ref32, ref64), rel_err(out, ref64), rel_err(new, ref64))
     t_x3 = timed(lambda: conv2d_tf32x3(x, weight, bias, stride, pad))
+    t_new = timed(lambda: nhwc_conv(x_cl, weight, bias, stride, pad))
+    t_new_nchw = timed(lambda: nhwc_conv(x, weight, bias, stride, pad))
     t_cudnn = timed(lambda: F.conv2d(x, weight, bias, stride, pad))
     torch.backends.cudnn.benchmark = True
     t_bench = timed(lambda: F.conv2d(x, weight, bias, stride, pad))
+    t_cl = timed(lambda: F.conv2d(x_cl, w_cl, bias, stride, pad))
     torch.backends.cudnn.allow_tf32 = True
     t_tf32 = timed(lambda: F.conv2d(x, weight, bias, stride, pad))
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.benchmark = False
     oh, ow = ref32.shape[2], ref32.shape[3]
     flops = 2.0 * n * oc * oh * ow * c * k * k
+    best = min(t_cudnn, t_bench, t_cl)
     return (
         name,
         f"{t_cudnn:.3f}",
         f"{t_bench:.3f}",
+        f"{t_cl:.3f}",
         f"{t_x3:.3f}",
-        f"{min(t_cudnn, t_bench) / t_x3:.2f}x",
-        f"{flops / t_x3 / 1e9:.0f}",
+        f"{t_new:.3f}",
+        f"{t_new_nchw:.3f}",
+        f"{best / t_new:.2f}x",
+        f"{flops / t_new / 1e9:.0f}",
         f"{t_tf32:.3f}",
         f"{errors[0]:.1e}",
         f"{errors[1]:.1e}",
+        f"{errors[2]:.1e}",
         "pass" if strict else "FAIL",
     )
 
@@ -235,12 +249,16 @@ def main() -> None:
             "conv",
             "cuDNN fp32",
             "cuDNN fp32 benchmark",
-            "tf32x3",
-            "speedup vs best cuDNN",
-            "tf32x3 TFLOP/s",
+            "cuDNN fp32 benchmark NHWC",
+            "x3 NCHW registers (old)",
+            "x3 NHWC presplit W",
+            "x3 kforge NCHW in and out",
+            "NHWC vs best cuDNN",
+            "NHWC TFLOP/s",
             "cuDNN tf32 benchmark (scale)",
             "fp32 err vs fp64",
-            "tf32x3 err vs fp64",
+            "old err vs fp64",
+            "NHWC err vs fp64",
             "strict 1e-4",
         ],
         convs,

@@ -65,6 +65,7 @@ KERNEL_LIBRARIES = (
     "kforge.tools.gemm.dispatch",
     "kforge.tools.gemm.tf32x3",
     "kforge.tools.gemm.attention",
+    "kforge.tools.gemm.conv",
     "kforge.tools.norms",
     "kforge.tools.losses",
 )

@@ -1,5 +1,6 @@
 """What follows a 3xTF32 convolution, moved into it (family ``tf32x3-conv``): a BatchNorm in
-eval mode folded into the convolution's weight and bias, and a ReLU into the kernel's epilogue.
+eval mode folded into the convolution's weight and bias, and a residual add and a ReLU into the
+kernel's epilogue (kforge's NHWC kernel, :mod:`kforge.tools.gemm.conv`).
 
 Conv2d + BatchNorm (running statistics) + ReLU is the block of a ResNet in inference. Eager
 runs it as three passes over the activation (the convolution, the norm, the ReLU); folded,
@@ -9,12 +10,17 @@ accuracy. The fold is computed in float64 and rounded once to fp32, from the ten
 module holds when it runs (so the weights the verifier loads are the ones folded), and again
 whenever one of them is changed or replaced.
 
+A ResNet bottleneck ends in ``relu(bn3(conv3(h)) + identity)``: the identity (or the
+downsampling branch's output) is added to the accumulator before the ReLU, so the block's last
+convolution writes its output once instead of three times.
+
 A BatchNorm in training mode (batch statistics: KernelBench's default) is left alone, as is
 one whose output something else reads too.
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -24,14 +30,19 @@ import torch.fx
 from . import fx_rewrite
 
 CONV_HELPERS = '''
-def _kforge_conv3(x, weight, bias, stride, padding, dilation, relu=False):
-    return conv2d_tf32x3(x, weight, bias, stride, padding, dilation, relu=relu)
+from kforge.tools.gemm.conv import conv2d as conv2d_tf32x3
 
 
-def _kforge_conv3_bn(x, weight, bias, bn_weight, bn_bias, mean, var, eps, stride, padding, dilation, relu=False):
+def _kforge_conv3(x, weight, bias, stride, padding, dilation, relu=False, residual=None):
+    """relu(conv(x) + bias + residual) on the 3xTF32 kernel (channels-last output)."""
+    return conv2d_tf32x3(x, weight, bias, stride, padding, dilation, "relu" if relu else None, residual)
+
+
+def _kforge_conv3_bn(x, weight, bias, bn_weight, bn_bias, mean, var, eps, stride, padding, dilation, relu=False,
+                     residual=None):
     """An eval-mode BatchNorm after the convolution, folded into its weight and bias."""
     weight, bias = _kforge_folded(weight, bias, bn_weight, bn_bias, mean, var, eps)
-    return conv2d_tf32x3(x, weight, bias, stride, padding, dilation, relu=relu)
+    return conv2d_tf32x3(x, weight, bias, stride, padding, dilation, "relu" if relu else None, residual)
 
 
 @torch.compiler.disable
@@ -66,9 +77,11 @@ def _kforge_conv3(
     padding: Any,
     dilation: Any,
     relu: bool = False,
+    residual: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """What the emitted convolution call computes (shape propagation runs it on meta tensors)."""
     out = torch.nn.functional.conv2d(x, weight, bias, stride, padding, dilation)
+    out = out if residual is None else out + residual
     return torch.relu(out) if relu else out
 
 
@@ -85,9 +98,11 @@ def _kforge_conv3_bn(
     padding: Any,
     dilation: Any,
     relu: bool = False,
+    residual: torch.Tensor | None = None,
 ) -> torch.Tensor:
     out = _kforge_conv3(x, weight, bias, stride, padding, dilation)
     out = torch.nn.functional.batch_norm(out, mean, var, bn_weight, bn_bias, False, 0.0, eps)
+    out = out if residual is None else out + residual
     return torch.relu(out) if relu else out
 
 
@@ -132,10 +147,48 @@ def _fold_norm(gm: torch.fx.GraphModule, conv: torch.fx.Node) -> torch.fx.Node:
     return fused
 
 
+ADDS = (operator.add, operator.iadd, torch.add, torch.ops.aten.add.Tensor)
+
+
+def _meta(node: Any) -> torch.Tensor | None:
+    meta = node.meta.get("tensor_meta") if isinstance(node, torch.fx.Node) else None
+    return meta if isinstance(meta, torch.Tensor) else None
+
+
+def _fuse_residual(gm: torch.fx.GraphModule, conv: torch.fx.Node) -> torch.fx.Node:
+    """``conv`` + another fp32 tensor of its shape (the add its only user, in either order)
+    as one call with that tensor as its ``residual``; the call moves to where the add was,
+    after the tensor is computed (a ResNet's downsampling branch comes after conv3)."""
+    users = list(conv.users)
+    add = users[0] if len(users) == 1 else None
+    if add is None or not fx_rewrite._is_call(add, ADDS, ("add", "add_")) or len(add.args) != 2 or add.kwargs:
+        return conv
+    if add.target in ("add", "add_") and add.args[0] is not conv:
+        return conv  # other.add_(conv) writes into other: left as it is
+    a, b = add.args
+    other = b if a is conv else a
+    mine, theirs = _meta(conv), _meta(other)
+    if (
+        other is conv
+        or mine is None
+        or theirs is None
+        or theirs.shape != mine.shape
+        or theirs.dtype != mine.dtype
+    ):
+        return conv
+    add.prepend(conv)
+    conv.kwargs = {**conv.kwargs, "residual": other}
+    conv.meta.update(add.meta)
+    add.replace_all_uses_with(conv)
+    gm.graph.erase_node(add)
+    return conv
+
+
 def fuse_epilogue(gm: torch.fx.GraphModule, conv: torch.fx.Node) -> None:
-    """Fold the BatchNorm that is ``conv``'s only user, then move the ReLU that is the result's
-    only user into the kernel (the call's last argument)."""
-    node = _fold_norm(gm, conv)
+    """Fold the BatchNorm that is ``conv``'s only user, add the tensor that is then added to
+    the result, and move the ReLU that is the result's only user into the kernel (the
+    call's last positional argument)."""
+    node = _fuse_residual(gm, _fold_norm(gm, conv))
     act = fx_rewrite.sole_user(node)
     if act is None or fx_rewrite.activation(gm, act) != "relu":
         return

@@ -1,6 +1,7 @@
-"""fp32 GEMMs and convolutions on tensor cores at fp32 accuracy: the prior kernels
-``matmul_tf32x3_triton.py`` and ``conv2d_tf32x3_triton.py`` (3xTF32, tile sizes autotuned)
-in place of each large fp32 matmul (family ``tf32x3-gemm``) or Conv2d (``tf32x3-conv``).
+"""fp32 GEMMs and convolutions on tensor cores at fp32 accuracy: the prior kernel
+``matmul_tf32x3_triton.py`` and kforge's NHWC convolution (:mod:`kforge.tools.gemm.conv`)
+(3xTF32, tile sizes autotuned) in place of each large fp32 matmul (family ``tf32x3-gemm``)
+or Conv2d (``tf32x3-conv``).
 
 An FX pass, run after the algebraic rewrites, swaps every nn.Linear, F.linear, matmul /
 mm / bmm / ``@`` and matrix-shaped einsum whose shapes give the tensor cores enough work
@@ -9,8 +10,8 @@ mm / bmm / ``@`` and matrix-shaped einsum whose shapes give the tensor cores eno
 activation that is the GEMM's only user (ReLU, GELU with erf or tanh) moves into the
 kernel's epilogue, applied to the accumulator before the store: a transformer MLP's GELU
 then costs no pass over its 4x-wide hidden activation (not yet timed on a GPU).
-A convolution takes the eval-mode BatchNorm and the ReLU after it the same way
-(:mod:`.conv_fold`).
+A convolution takes the eval-mode BatchNorm, a residual add and the ReLU after it the same
+way (:mod:`.conv_fold`).
 
 This is not a precision class: 3xTF32 keeps about 22 of fp32's 24 significand bits per
 product and accumulates in fp32, and on KernelBench's GEMMs its error against a float64
@@ -35,7 +36,7 @@ from .corpus_kernels import prior_kernel
 from .source import Body, Spec
 
 KERNEL_FILE = "matmul_tf32x3_triton.py"
-CONV_KERNEL_FILE = "conv2d_tf32x3_triton.py"
+CONV_KERNEL_FILE = ""  # kforge's own NHWC kernel (tools/gemm/conv.py), imported by the helpers
 MIN_CONV_K = 256  # C_in * KH * KW: a shorter reduction leaves the tensor cores idle (L2 21: 72)
 TILE = 128
 MIN_TILES = 132  # one wave of 128x128 output tiles on an H100: fewer leave SMs idle
@@ -309,7 +310,36 @@ def replace_convs(gm: torch.fx.GraphModule) -> int:
         graph.erase_node(node)
         conv_fold.fuse_epilogue(gm, new)  # an eval-mode BatchNorm folded in, a ReLU in the epilogue
         fired += 1
+    if fired:
+        channels_last_inputs(gm)
     return fired
+
+
+VIEWS = ("view", "view_as")  # a channels-last tensor is not viewable as its NCHW shape
+
+
+def channels_last_inputs(gm: torch.fx.GraphModule) -> int:
+    """The graph's 4-D fp32 inputs that a kernel convolution reads, converted to channels-last
+    once at the start: every kernel convolution then reads NHWC and writes NHWC (its output
+    follows its input's memory format), with no conversion between layers. Left alone when the
+    graph views a tensor (``.view`` of a channels-last tensor fails where the NCHW one works)."""
+    graph = gm.graph
+    convs = {conv_fold._kforge_conv3, conv_fold._kforge_conv3_bn}
+    if any(n.op == "call_method" and n.target in VIEWS for n in graph.nodes):
+        return 0
+    converted = 0
+    for node in list(graph.nodes):
+        meta = _meta(node)
+        if node.op != "placeholder" or meta is None or meta.dim() != 4 or meta.dtype != torch.float32:
+            continue
+        if not any(u.op == "call_function" and u.target in convs and u.args[0] is node for u in node.users):
+            continue
+        with graph.inserting_after(node):
+            nhwc = graph.call_method("contiguous", (node,), {"memory_format": torch.channels_last})
+        nhwc.meta.update(node.meta)
+        node.replace_all_uses_with(nhwc, delete_user_cb=lambda user, new=nhwc: user is not new)
+        converted += 1
+    return converted
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,65 @@
+"""kforge's 3xTF32 NHWC convolution (tools/gemm/conv.py) under Triton's interpreter: it matches a
+float64 convolution for strides, padding, dilation, 1x1 and 7x7 filters, channel counts that
+are not a multiple of the tile, every epilogue (bias, residual, ReLU, GELU), NCHW and
+channels-last inputs; its output has the input's memory format; and a weight's cached split is redone when
+the weight changes. (A wrong candidate built on it is caught by the judge:
+tests/test_embedded_strategies.py.)"""
+
+from __future__ import annotations
+
+PRELUDE = """
+import torch
+import torch.nn.functional as F
+from kforge.tools.gemm import conv as c
+torch.manual_seed(0)
+rel = lambda y, ref: float((y.double() - ref).norm() / ref.norm())
+"""
+
+
+def test_the_kernel_matches_float64_for_every_geometry_and_epilogue(interpreted):
+    code = """
+acts = {None: lambda y: y, "relu": torch.relu, "gelu": F.gelu, "gelu_tanh": lambda y: F.gelu(y, approximate="tanh")}
+worst, layouts = 0.0, set()
+cases = [(2, 20, 9, 11, 24, 3, 1, 1, 1, "relu"), (2, 16, 8, 8, 40, 1, 1, 0, 1, None), (1, 7, 13, 10, 9, 3, 2, 1, 1, "gelu"),
+         (2, 5, 12, 12, 6, 3, 1, 2, 2, "gelu_tanh"), (1, 3, 15, 15, 8, 7, 2, 3, 1, "relu"), (2, 16, 9, 9, 8, 1, 2, 0, 1, None)]
+for n, ci, h, w, co, k, s, p, d, act in cases:
+    x, wt, b = torch.randn(n, ci, h, w), torch.randn(co, ci, k, k), torch.randn(co)
+    ref = F.conv2d(x.double(), wt.double(), b.double(), s, p, d)
+    res = torch.randn(ref.shape)
+    for inp in (x, x.contiguous(memory_format=torch.channels_last)):
+        y = c.conv2d(inp, wt, b, s, p, d, act)
+        layouts.add((inp.is_contiguous(), y.is_contiguous(), y.is_contiguous(memory_format=torch.channels_last)))
+        worst = max(worst, rel(y, acts[act](ref)))
+    y = c.conv2d(x, wt, None, s, p, d, act, res)
+    worst = max(worst, rel(y, acts[act](ref - b.double().view(1, -1, 1, 1) + res.double())))
+    y = c.conv2d(x, wt, b, s, p, d, act, res[:1, :, :1, :1])  # a residual that broadcasts
+    worst = max(worst, rel(y, acts[act](ref + res[:1, :, :1, :1].double())))
+print(worst, sorted(layouts))
+"""
+    worst, layouts = interpreted(PRELUDE + code).split(" ", 1)
+    assert float(worst) < 1e-6, worst
+    assert layouts == "[(False, False, True), (True, True, False)]"  # the input's memory format
+
+
+def test_a_changed_weight_is_split_again_and_bad_arguments_get_a_clear_error(interpreted):
+    code = """
+conv = torch.nn.Conv2d(6, 10, 3, padding=1)
+x = torch.randn(1, 6, 7, 7)
+first = c.conv2d(x, conv.weight, conv.bias, 1, 1)
+kept = conv.weight._kforge_conv_split
+c.conv2d(x, conv.weight, conv.bias, 1, 1)
+reused = conv.weight._kforge_conv_split is kept
+with torch.no_grad():
+    conv.weight.mul_(-2.0)
+again = c.conv2d(x, conv.weight, conv.bias, 1, 1)
+errors = []
+for bad in (lambda: c.conv2d(x.double(), conv.weight), lambda: c.conv2d(x[:, :5], conv.weight),
+            lambda: c.conv2d(x, conv.weight, act="swish")):
+    try:
+        bad()
+    except (TypeError, ValueError) as e:
+        errors.append(type(e).__name__)
+ref = F.conv2d(x.double(), conv.weight.double(), conv.bias.double(), 1, 1)
+print(reused, rel(again, ref) < 1e-6, rel(first, ref) > 0.1, ",".join(errors))
+"""
+    assert interpreted(PRELUDE + code) == "True True True TypeError,ValueError,ValueError"

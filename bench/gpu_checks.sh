@@ -3,7 +3,7 @@
 # 10-minute call on an H100). Results go to $OUT; record them in docs/results.md and a docs/log/ entry.
 #
 #   carry: [".kb"] (a KernelBench checkout, for fidelity), [".whl/agent"] (wheels, for tests)
-#   command: bash bench/gpu_checks.sh fidelity|launchbound|drift|throughput|tests|profile|kbprofile|convlayout|convs|autotune|model|strategies|templates|realistic
+#   command: bash bench/gpu_checks.sh fidelity|launchbound|drift|throughput|tests|profile|kbprofile|convlayout|convs|resnetconvs|autotune|model|strategies|templates|realistic
 set -u
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
@@ -46,6 +46,9 @@ case ${1:-tests} in
     (cd bench && python3 bench_strategies.py ${STRATEGY_ARGS:-}) 2>&1 | tee "$OUT/strategies.log" ;;
   convs)       # the 3xTF32 implicit-GEMM Conv2d against cuDNN FP32 at KernelBench shapes
     (cd bench && python3 bench_tf32x3.py --convs-only) 2>&1 | tee "$OUT/convs.log" ;;
+  resnetconvs) # kforge's NHWC 3xTF32 convolution at ResNet-50's layers (old NCHW kernel, cuDNN NCHW and NHWC
+               # beside it), then ResNet-50 whole with its convolutions on it (bench_resnet_convs.py)
+    (cd bench && python3 bench_tf32x3.py --resnet && python3 bench_resnet_convs.py) 2>&1 | tee "$OUT/resnetconvs.log" ;;
   autotune)    # max-autotune on L3 ResNet18 (carry .kb, .whl/agent): verified in 24 s in session 3,
                # over 300 s in sessions 4-5. The same batch with the spare worker off, then on,
                # each with its own cold cache; prints each attempt's status and phases.
@@ -116,5 +119,5 @@ for strategy, status, result in rows:
       (cd /tmp/kforge-realistic && tar czf "$OUT/realistic-$set_name.tar.gz" --exclude='*.so' --exclude='*.o' \
         --exclude='*.cubin' "$set_name")
     } 2>&1 | tee "$OUT/realistic.log" ;;
-  *) echo "usage: bash bench/gpu_checks.sh fidelity|launchbound|drift|throughput|tests|profile|kbprofile|convlayout|convs|autotune|model|strategies|templates|realistic" >&2; exit 2 ;;
+  *) echo "usage: bash bench/gpu_checks.sh fidelity|launchbound|drift|throughput|tests|profile|kbprofile|convlayout|convs|resnetconvs|autotune|model|strategies|templates|realistic" >&2; exit 2 ;;
 esac

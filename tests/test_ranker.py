@@ -9,7 +9,16 @@ import subprocess
 import sys
 
 from kforge.agent.policy.features import TaskFeatures
-from kforge.agent.policy.ranker import Example, fit, fit_with_prior, fixed_order, load_model, ndcg
+from kforge.agent.policy.ranker import (
+    Example,
+    RankerModel,
+    fit,
+    fit_toward,
+    fit_with_prior,
+    fixed_order,
+    load_model,
+    ndcg,
+)
 from kforge.agent.policy.ranker_data import features_line, load_examples, parse_features, split_features
 from kforge.agent.policy.ranker_synth import synth_tasks, write_store
 
@@ -92,6 +101,58 @@ def test_train_ranker_command(tmp_path):
     assert bad.returncode == 2 and "give run folders" in bad.stderr
     missing = subprocess.run([*cmd, str(tmp_path / "nope")], capture_output=True, text=True)
     assert missing.returncode == 2 and "no such run folder" in missing.stderr
+
+
+def test_an_update_moves_the_base_toward_new_runs_by_its_strength_and_keeps_the_rest():
+    """No data of the base is needed: a family measured in the new runs moves from the base's
+    prediction toward what they measured (all the way at strength 0, not at all when very
+    strong); a family not measured again keeps its weights; a new family needs MIN_EXAMPLES."""
+    x = [1.0] + [0.0] * 12
+    base = RankerModel(weights={"compile-default": [1.0] + [0.0] * 12, "cuda-graph": [0.5] + [0.0] * 12},
+                       counts={"compile-default": 10, "cuda-graph": 10})  # fmt: skip
+    runs = [Example(f"t{i}", "compile-default", x, -1.0) for i in range(4)]
+    runs += [Example("t0", "triton-template", x, 2.0), Example("t1", "triton-template", x, 2.0)]
+    loose, firm = fit_toward(base, runs, 0.0), fit_toward(base, runs, 1e6)
+    assert (
+        abs(loose.score("compile-default", x) + 1.0) < 0.01
+        and abs(firm.score("compile-default", x) - 1.0) < 0.01
+    )
+    middle = fit_toward(base, runs, 4.0).score("compile-default", x)  # (4 * -1 + 4 * 1) / (4 + 4)
+    assert abs(middle) < 0.01
+    assert loose.weights["cuda-graph"] == base.weights["cuda-graph"] and loose.counts["compile-default"] == 14
+    assert "triton-template" not in loose.weights  # two examples of a family the base lacks
+    runs.append(Example("t2", "triton-template", x, 2.0))
+    assert (
+        fit_toward(base, runs, 0.1).order(["cuda-graph", "triton-template", "compile-default"], x)[0]
+        == "triton-template"
+    )
+
+
+def test_train_ranker_updates_the_shipped_model_with_base(tmp_path):
+    write_store(tmp_path / "runs" / "trajectories.db", synth_tasks(10, seed=5))
+    out = tmp_path / "model.json"
+    cmd = [
+        sys.executable,
+        "-c",
+        "from kforge.agent.cli import main; main()",
+        "train",
+        "ranker",
+        str(tmp_path / "runs"),
+    ]
+    done = subprocess.run([*cmd, "--out", str(out), "--base", "shipped"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    shipped, updated = load_model(), load_model(out)
+    assert shipped is not None and updated is not None
+    assert updated.metadata["base"] == "shipped" and updated.metadata["update_examples"] > 0
+    assert updated.weights["compile-default"] != shipped.weights["compile-default"]
+    own = tmp_path / "own.json"  # a base with a family the runs never measured: kept as it is
+    shipped.weights["made-up-family"] = [0.25] * len(shipped.weights["compile-default"])
+    shipped.save(own)
+    done = subprocess.run([*cmd, "--out", str(out), "--base", str(own)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert load_model(out).weights["made-up-family"] == [0.25] * len(shipped.weights["compile-default"])
+    bad = subprocess.run([*cmd, "--base", str(tmp_path / "nope.json")], capture_output=True, text=True)
+    assert bad.returncode == 2 and "--base" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_the_prior_only_fills_in_families_measured_too_rarely():

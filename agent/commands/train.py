@@ -35,9 +35,18 @@ def ranker_command(
     min_measured: Annotated[
         int, typer.Option(min=1, help="families measured this often are fit on measurements alone")
     ] = 5,
+    base: Annotated[
+        str | None,
+        typer.Option(
+            help="update this model (a JSON path, or 'shipped') toward the runs instead of fitting anew"
+        ),
+    ] = None,
+    strength: Annotated[
+        float, typer.Option(min=0.0, help="with --base: how hard the weights are pulled back to the base's")
+    ] = 0.1,
 ) -> None:
     """Fit the strategy ranker; prints how many examples per family it saw."""
-    from ..policy.ranker import fit_with_prior
+    from ..policy.ranker import fit_toward, fit_with_prior, load_model
     from ..policy.ranker_data import load_examples
     from ..policy.ranker_synth import synth_tasks, write_store
 
@@ -62,9 +71,27 @@ def ranker_command(
         console.print("[red]error:[/] no embedded-policy trajectories with features found", highlight=False)
         raise typer.Exit(2)
     meta = {"sources": sources, "synthetic": synthetic > 0, "real_weight": real_weight}
-    model = fit_with_prior(
-        measured, prior, ridge=ridge, min_measured=min_measured, measured_weight=real_weight, metadata=meta
-    )
+    if base is not None:
+        try:
+            start = load_model(None if base == "shipped" else Path(base))
+        except (OSError, ValueError) as err:
+            console.print(f"[red]error:[/] --base {escape(base)}: {escape(str(err))}", highlight=False)
+            raise typer.Exit(2) from None
+        if start is None:
+            console.print(
+                "[red]error:[/] no shipped ranker model to update; fit one without --base", highlight=False
+            )
+            raise typer.Exit(2)
+        model = fit_toward(start, measured + prior, strength, {"update_sources": sources, "base": base})
+    else:
+        model = fit_with_prior(
+            measured,
+            prior,
+            ridge=ridge,
+            min_measured=min_measured,
+            measured_weight=real_weight,
+            metadata=meta,
+        )
     model.save(out)
     for family, count in sorted(model.counts.items()):
         console.print(f"{escape(family)}: {count} examples", highlight=False)

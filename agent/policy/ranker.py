@@ -127,13 +127,48 @@ def fit_with_prior(
     return fit(examples, ridge=ridge, metadata=meta | (metadata or {}))
 
 
-def _ridge(xs: list[list[float]], ys: list[float], ridge: float) -> list[float]:
-    """Solve (X^T X + ridge I) w = X^T y (the bias feature is not penalised)."""
+def fit_toward(
+    base: RankerModel, examples: list[Example], strength: float = 4.0, metadata: dict[str, Any] | None = None
+) -> RankerModel:
+    """``base`` moved toward what ``examples`` measured, without the data it was fit on: per
+    family, the weights minimising squared error on the examples plus ``strength`` times the
+    squared distance to the base's weights (zero for a family the base lacks, which then needs
+    MIN_EXAMPLES). A family with no new example keeps its base weights. Large ``strength``:
+    the base; zero: the examples alone."""
+    by_family: dict[str, list[Example]] = {}
+    for ex in examples:
+        by_family.setdefault(ex.family, []).append(ex)
+    weights = {f: list(w) for f, w in base.weights.items()}
+    counts = dict(base.counts)
+    for family, rows in sorted(by_family.items()):
+        prior = base.weights.get(family)
+        if prior is None and len(rows) < MIN_EXAMPLES:
+            continue
+        start = (
+            prior
+            if prior is not None and len(prior) == len(rows[0].features)
+            else [0.0] * len(rows[0].features)
+        )
+        fitted = _ridge([r.features for r in rows], [r.log2_speedup for r in rows], strength, start)
+        weights[family] = [round(w, 6) for w in fitted]
+        counts[family] = counts.get(family, 0) + len(rows)
+    meta = dict(base.metadata)
+    meta.update({"updated_at": time.strftime("%Y-%m-%d %H:%M:%S"), "update_examples": len(examples)})
+    meta.update({"update_strength": strength, **(metadata or {})})
+    return RankerModel(weights=weights, counts=counts, metadata=meta)
+
+
+def _ridge(
+    xs: list[list[float]], ys: list[float], ridge: float, toward: list[float] | None = None
+) -> list[float]:
+    """Solve (X^T X + ridge I) w = X^T y (the bias feature is not penalised); with ``toward``
+    (w0), (X^T X + ridge I) w = X^T y + ridge w0, every weight (the bias too) pulled to w0."""
     n = len(xs[0])
     a = [[sum(x[i] * x[j] for x in xs) for j in range(n)] for i in range(n)]
     b = [sum(x[i] * y for x, y in zip(xs, ys, strict=True)) for i in range(n)]
-    for i in range(1, n):
+    for i in range(0 if toward is not None else 1, n):
         a[i][i] += ridge
+        b[i] += ridge * toward[i] if toward is not None else 0.0
     a[0][0] += 1e-6
     return _solve(a, b)
 

@@ -1,6 +1,7 @@
 """kforge's Triton templates for memory-bound work against eager PyTorch and torch.compile,
 strict fp32 (GPU): LayerNorm and RMSNorm with the residual add, cross-entropy with label
-smoothing, at the development set's shapes (bench/realistic/dev) and GPT-2's.
+smoothing, softmax and log-softmax with a scale, at the development set's shapes
+(bench/realistic/dev), GPT-2's and a decoder's last step at a 128k vocabulary.
 
 For each: the milliseconds of eager, torch.compile (default) and the template (CUDA-event
 medians); the bandwidth each reaches on the least bytes the work must move (inputs read once,
@@ -26,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from bench_tf32x3 import timed
 from common import header, print_table
-from kforge.tools import losses, norms
+from kforge.tools import losses, norms, softmax
 
 Case = tuple[str, Callable[..., object], Callable[..., object], list[torch.Tensor], int]
 
@@ -54,6 +55,8 @@ def cases() -> list[Case]:
     )
     logits, t = torch.randn(4096, 32000, device=dev) * 2, torch.randint(0, 32000, (4096,), device=dev)
     logits2, t2 = torch.randn(8192, 50257, device=dev) * 2, torch.randint(0, 50257, (8192,), device=dev)
+    vocab = torch.randn(64, 128256, device=dev) * 3  # a decoder's last step at Llama 3's vocabulary
+    scores = torch.randn(8, 12, 512, 512, device=dev)  # GPT-2's attention probabilities
     f = 4  # bytes per fp32 element
     return [
         ("RMSNorm, Llama 3 8B (4 x 2048 x 4096)", _rms, lambda x, w: norms.norm(x, None, w, None, 1e-5, True),
@@ -67,6 +70,11 @@ def cases() -> list[Case]:
          lambda x, t: losses.cross_entropy(x, t, "mean", -100, 0.1), [logits, t], logits.numel() * f),
         ("cross-entropy, GPT-2 vocabulary (8192 x 50257)", lambda x, t: F.cross_entropy(x, t),
          lambda x, t: losses.cross_entropy(x, t, "mean", -100, 0.0), [logits2, t2], logits2.numel() * f),
+        ("log-softmax at temperature 0.7, Llama 3 vocabulary (64 x 128256)",
+         lambda x: torch.log_softmax(x / 0.7, dim=-1), lambda x: softmax.softmax(x, 1 / 0.7, True), [vocab],
+         2 * vocab.numel() * f),
+        ("softmax of scaled scores, GPT-2 (8 x 12 x 512 x 512)", lambda x: torch.softmax(x * 0.125, dim=-1),
+         lambda x: softmax.softmax(x, 0.125, False), [scores], 2 * scores.numel() * f),
     ]  # fmt: skip
 
 

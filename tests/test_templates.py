@@ -345,3 +345,123 @@ def test_on_the_gpu_the_templates_stay_at_fp32s_error_at_real_widths():
     for got, ref, fp32 in cases:
         err, base = float((got.double() - ref).abs().max()), float((fp32.double() - ref).abs().max())
         assert err <= 2 * base + 1e-7, (err, base)
+
+
+def test_the_softmax_kernel_matches_float64_on_short_and_long_rows(interpreted):
+    """Both paths (a row in registers; a long row cut into chunks, here with the limits made
+    small), softmax and log-softmax, with a scale, on a strided view: the error against float64
+    within twice PyTorch's fp32 error (eager scales first, then normalises) or 2e-7."""
+    code = """
+from unittest import mock
+from kforge.tools import softmax as s
+torch.manual_seed(0)
+worst = 0.0
+def check(x, scale, log):
+    global worst
+    fn = torch.log_softmax if log else torch.softmax
+    ref = fn(x.double() * scale, -1)
+    err = lambda y: float((y.double() - ref).norm() / ref.norm())
+    mine, eager = err(s.softmax(x, scale, log)), err(fn(x * scale, -1))
+    worst = max(worst, mine - max(2 * eager, 2e-7))
+for shape in [(3, 5), (4, 7, 33), (2, 1000)]:
+    for log in (False, True):
+        check(torch.randn(shape) * 3, 1 / 0.7, log)
+check(torch.randn(40, 30).t(), 1.0, True)
+with mock.patch.object(s, "ROW_MAX", 16), mock.patch.object(s, "CHUNK", 16):
+    for log in (False, True):
+        check(torch.randn(3, 50) * 3, 1 / 0.7, log)
+        check(torch.randn(2, 2, 64) * 3, 2.0, log)
+print(worst)
+"""
+    assert float(interpreted(PRELUDE + code)) <= 0.0
+
+
+class Softmaxes(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.log = nn.LogSoftmax(dim=-1)
+        self.temperature = 0.7
+
+    def forward(self, x, y):
+        a = torch.log_softmax(x / self.temperature, dim=-1)
+        b = F.softmax(y * 0.125, dim=2)
+        c = self.log(x).softmax(-1)
+        return a, b, c, 2.0 * y
+
+
+class SoftmaxLeftAlone(nn.Module):
+    def forward(self, x):
+        s = x / 2.0  # read again below: the division stays, unscaled softmax of it
+        return torch.softmax(x, dim=0), F.softmax(x, -1, dtype=torch.float64), torch.softmax(s, -1) + s
+
+
+def test_the_pass_finds_softmax_forms_and_takes_the_scale_before_it():
+    method = _rewritten(Softmaxes(), (2, 3, 16), (2, 3, 16))
+    assert method.count("_kforge_softmax(") == 4 and "log_softmax(" not in method.replace("_kforge", ""), (
+        method
+    )
+    assert "_kforge_softmax(x, 1.4285714285714286, True)" in method and "truediv" not in method, method
+    assert "_kforge_softmax(y, 0.125, False)" in method and "mul_1 = 2.0 * y" in method, method  # an output
+    assert "_kforge_softmax(x, 1.0, True)" in method
+    left = _rewritten(SoftmaxLeftAlone(), (2, 3, 16))
+    assert left.count("_kforge_softmax(") == 1 and "_kforge_softmax(truediv, 1.0, False)" in left, left
+
+
+SOFTMAX_TASK = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Log-probabilities of a decoder's logits at a temperature."""
+
+    def __init__(self, temperature: float = 0.7):
+        super().__init__()
+        self.temperature = temperature
+
+    def forward(self, logits):
+        return torch.log_softmax(logits / self.temperature, dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(6, 300) * 3]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_the_softmax_candidate_is_verified_and_goes_in_round_one_and_a_lost_scale_is_caught(
+    tmp_path, make_cpu_options
+):
+    path = tmp_path / "log_softmax.py"
+    path.write_text(SOFTMAX_TASK)
+    task = load_task(path, check_import=False)
+    analysis = registry.analyse_task(task, task_features(task, None, "fp32", None))
+    assert analysis.templates is not None and "_kforge_softmax(logits, 1.4285714285714286, True)" in (
+        analysis.templates[0].method
+    )
+    from kforge.agent.policy import embedded
+
+    assert embedded.evidence(analysis) == {"triton-template": embedded.TEMPLATE_ON_KERNEL}
+    spec = next(s for s in registry.base_specs(analysis, "fp32", "cuda") if s.family == "triton-template")
+    source = registry.build(task, spec, analysis)
+    assert static_cheats(source, task.source, "fp32") == []
+    broken = source.replace("1.4285714285714286, True)", "1.0, True)")  # the temperature forgotten
+    assert broken != source
+    good, bad = evaluate_many(load_task(path), [source, broken], make_cpu_options(trials=2, timing_trials=1))
+    assert good.status == Status.OK and good.correct, good.log
+    assert bad.status == Status.INCORRECT, bad.log
+
+
+def test_a_hand_written_attentions_softmax_is_sdpa_before_the_templates_see_it():
+    """The algebraic passes run first and make a hand-written attention SDPA: the template
+    family has no softmax left to take there, and no bonus to take round one from the
+    attention kernels with."""
+    from kforge.agent.policy import embedded
+
+    task = load_task(Path(__file__).resolve().parents[1] / "examples" / "tasks" / "attention.py")
+    analysis = registry.analyse_task(task, task_features(task, None, "fp32", None))
+    assert analysis.fx is not None and any("attention" in f for f in analysis.fx[1])
+    assert analysis.templates is None and "triton-template" not in embedded.evidence(analysis)

@@ -68,6 +68,7 @@ KERNEL_LIBRARIES = (
     "kforge.tools.gemm.conv",
     "kforge.tools.norms",
     "kforge.tools.losses",
+    "kforge.tools.softmax",
 )
 REACH_ATTRIBUTES = {
     "modules": "reads sys.modules (the task's or kforge's modules)",

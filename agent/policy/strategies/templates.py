@@ -5,7 +5,10 @@ puts each pattern it finds on its kernel.
   :mod:`kforge.tools.norms`);
 - cross-entropy over 2-D fp32 logits with class-index targets, label smoothing and an ignored
   index, no class weights (``F.cross_entropy``, ``nn.CrossEntropyLoss``, ATen's
-  ``cross_entropy_loss``): one read of the logits (:mod:`kforge.tools.losses`).
+  ``cross_entropy_loss``): one read of the logits (:mod:`kforge.tools.losses`);
+- softmax and log-softmax over the last dimension of an fp32 tensor, as a function, a method,
+  a module or ATen's op, with a division or multiplication by a constant just before it (a
+  temperature, an attention scale) applied as the input is read (:mod:`kforge.tools.softmax`).
 
 Each kernel is exact in semantics (the float64 bound of the fp32 class judges it like any
 candidate); what the template saves is memory traffic.
@@ -13,6 +16,7 @@ candidate); what the template saves is memory traffic.
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import torch
@@ -39,7 +43,29 @@ CE_DEFAULTS = (None, None, None, None, -100, None, "mean", 0.0)
 ATEN_CE_ARGS = ("self", "target", "weight", "reduction", "ignore_index", "label_smoothing")
 ATEN_CE_DEFAULTS = (None, None, None, 1, -100, 0.0)
 
-HELPERS = norms.HELPERS + "from kforge.tools.losses import cross_entropy as _kforge_cross_entropy\n"
+HELPERS = (
+    norms.HELPERS
+    + "from kforge.tools.losses import cross_entropy as _kforge_cross_entropy\n"
+    + "from kforge.tools.softmax import softmax as _kforge_softmax\n"
+)
+SOFTMAXES = {  # callable -> whether it is the log form
+    torch.softmax: False,
+    torch.log_softmax: True,
+    F.softmax: False,
+    F.log_softmax: True,
+    torch.special.softmax: False,
+    torch.special.log_softmax: True,
+}
+SOFTMAX_ARGS = ("input", "dim", "_stacklevel", "dtype")
+SOFTMAX_DEFAULTS = (None, None, 3, None)
+ATEN_SOFTMAXES = {  # op -> (log form, the third argument's name, its default)
+    torch.ops.aten._softmax.default: (False, "half_to_float", False),
+    torch.ops.aten._log_softmax.default: (True, "half_to_float", False),
+    torch.ops.aten.softmax.int: (False, "dtype", None),
+    torch.ops.aten.log_softmax.int: (True, "dtype", None),
+}
+DIVS = (operator.truediv, torch.div, torch.ops.aten.div.Tensor)
+MULS = (operator.mul, torch.mul, torch.ops.aten.mul.Tensor)
 
 
 def _kforge_cross_entropy(
@@ -49,6 +75,91 @@ def _kforge_cross_entropy(
     return F.cross_entropy(
         logits, target, reduction=reduction, ignore_index=ignore_index, label_smoothing=label_smoothing
     )
+
+
+def _kforge_softmax(x: torch.Tensor, scale: float, log: bool) -> torch.Tensor:
+    return (torch.log_softmax if log else torch.softmax)(x * scale, -1)
+
+
+def _softmax_call(gm: torch.fx.GraphModule, node: Node) -> tuple[Any, bool] | None:
+    """(input, log) of a softmax or log-softmax over the last dimension, in fp32 with no dtype
+    argument, else None."""
+    if node.op == "call_module":
+        mod = gm.get_submodule(str(node.target))
+        if type(mod) not in (torch.nn.Softmax, torch.nn.LogSoftmax) or len(node.args) != 1 or node.kwargs:
+            return None
+        x, dim, dtype, log = node.args[0], mod.dim, None, type(mod) is torch.nn.LogSoftmax
+    elif node.op == "call_method" and node.target in ("softmax", "log_softmax"):
+        values = fx_rewrite.call_args(node, ("self", "dim", "dtype"), (None, None, None))
+        if values is None:
+            return None
+        x, dim, dtype = values
+        log = node.target == "log_softmax"
+    elif node.op == "call_function" and node.target in SOFTMAXES:
+        values = fx_rewrite.call_args(node, SOFTMAX_ARGS, SOFTMAX_DEFAULTS)
+        if values is None:
+            return None
+        x, dim, _, dtype = values
+        log = SOFTMAXES[node.target]
+    elif node.op == "call_function" and node.target in ATEN_SOFTMAXES:
+        log, third, default = ATEN_SOFTMAXES[node.target]
+        values = fx_rewrite.call_args(node, ("self", "dim", third), (None, None, default))
+        if values is None or values[2] not in (None, False):
+            return None
+        x, dim, dtype = values[0], values[1], None
+    else:
+        return None
+    xm = _meta(x)
+    if dtype is not None or xm is None or xm.dtype != torch.float32 or xm.dim() == 0:
+        return None
+    if not isinstance(dim, int) or isinstance(dim, bool) or dim not in (-1, xm.dim() - 1):
+        return None
+    return x, log
+
+
+def _number(value: Any) -> float | None:
+    """A nonzero int or float constant, as a float; else None."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and value != 0:
+        return float(value)
+    return None
+
+
+def _scaled(x: Any) -> tuple[Any, float]:
+    """(y, c) when ``x`` is y / c or y * c (c a nonzero number) read by nothing else, else (x, 1)."""
+    if not isinstance(x, Node) or len(x.users) != 1 or len(x.args) != 2 or x.kwargs:
+        return x, 1.0
+    a, b = x.args
+    if fx_rewrite._is_call(x, DIVS, ("div",)) and (c := _number(b)) is not None:
+        return a, 1.0 / c
+    if fx_rewrite._is_call(x, MULS, ("mul",)):
+        if (c := _number(b)) is not None:
+            return a, c
+        if (c := _number(a)) is not None and x.op == "call_function":
+            return b, c
+    return x, 1.0
+
+
+def replace_softmax(gm: torch.fx.GraphModule) -> int:
+    fired = 0
+    graph = gm.graph
+    for node in list(graph.nodes):
+        call = _softmax_call(gm, node) if node.users else None
+        if call is None:
+            continue
+        x, log = call
+        source, scale = _scaled(x)
+        sm, xm = _meta(source), _meta(x)
+        if sm is None or xm is None or sm.dtype != torch.float32 or sm.shape != xm.shape:
+            source, scale = x, 1.0  # a broadcasting or non-fp32 factor: the softmax alone
+        with graph.inserting_before(node):
+            new = graph.create_node("call_function", _kforge_softmax, (source, scale, log), name="softmax")
+        new.meta.update(node.meta)
+        node.replace_all_uses_with(new)
+        graph.erase_node(node)
+        if source is not x:
+            graph.erase_node(x)
+        fired += 1
+    return fired
 
 
 def _cross_entropy_call(gm: torch.fx.GraphModule, node: Node) -> tuple[Any, ...] | None:
@@ -103,15 +214,15 @@ def replace_cross_entropy(gm: torch.fx.GraphModule) -> int:
 
 
 def replace_templates(gm: torch.fx.GraphModule) -> int:
-    return norms.replace_norms(gm) + replace_cross_entropy(gm)
+    return norms.replace_norms(gm) + replace_cross_entropy(gm) + replace_softmax(gm)
 
 
 TEMPLATE = _Family(
     "triton-template", "triton-template", "templates", replace_templates, "", HELPERS,
     {"_kforge_norm": norms._kforge_norm, "_kforge_add_norm": norms._kforge_add_norm,
-     "_kforge_cross_entropy": _kforge_cross_entropy},
+     "_kforge_cross_entropy": _kforge_cross_entropy, "_kforge_softmax": _kforge_softmax},
     "memory-bound patterns on kforge's Triton templates, one read of each input: LayerNorm / RMSNorm"
-    " with the residual add, cross-entropy with label smoothing",
+    " with the residual add, cross-entropy with label smoothing, (log-)softmax with its scale",
 )  # fmt: skip
 
 

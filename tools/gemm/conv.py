@@ -31,7 +31,7 @@ import triton
 import triton.language as tl
 
 from ..launch import Tuned, eager_or_op
-from .tf32x3 import ACTIVATIONS, _tf32_round
+from .tf32x3 import ACTIVATIONS, _tf32_round, grouped_tile
 
 
 @triton.jit
@@ -45,13 +45,9 @@ def conv_kernel(
 ):  # fmt: skip
     """y = act(conv(x) + bias + res) for NHWC x (channel stride 1) and the split weight
     wb + ws, each (KH * KW * C_in, C_out) contiguous; y (and res) at strides sy*."""
-    pid = tl.program_id(0)
-    num_pid_m, num_pid_n = tl.cdiv(M, BLOCK_M), tl.cdiv(C_out, BLOCK_N)
-    group = GROUP_M * num_pid_n  # GROUP_M pixel tiles reuse the same weight tiles while in L2
-    first_m = (pid // group) * GROUP_M
-    size_m = min(num_pid_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % group) % size_m
-    pid_n = (pid % group) // size_m
+    pid_m, pid_n = grouped_tile(
+        tl.program_id(0), M, C_out, BLOCK_M, BLOCK_N, GROUP_M
+    )  # weight tiles shared in L2
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)

@@ -42,6 +42,17 @@ def _tf32_round(x):
 
 
 @triton.jit
+def grouped_tile(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """(row tile, column tile) of program ``pid`` in grouped order: GROUP_M row tiles take
+    the column tiles in turn, so they reuse the same B tiles while those are in L2."""
+    num_pid_m, num_pid_n = tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N)
+    group = GROUP_M * num_pid_n
+    first_m = (pid // group) * GROUP_M
+    size_m = min(num_pid_m - first_m, GROUP_M)
+    return first_m + (pid % group) % size_m, (pid % group) // size_m
+
+
+@triton.jit
 def split_kernel(x_ptr, out_ptr, K, KP, stride_b, stride_r, stride_k, ROWS, BLOCKS, BLOCK: tl.constexpr):
     """Row r of batch b of x (K wide) -> row b * ROWS + r of out: [big | small], each KP wide."""
     pid = tl.program_id(0).to(tl.int64)
@@ -77,14 +88,8 @@ def gemm_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
 ):  # fmt: skip
     """C (M, N) = act(A @ W^T + bias) from split A' (M, 2 KP) and W' (N, 2 KP), per batch."""
-    pid = tl.program_id(0)
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     batch = tl.program_id(1).to(tl.int64)
-    num_pid_m, num_pid_n = tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N)
-    group = GROUP_M * num_pid_n  # GROUP_M row tiles reuse the same W' tiles while in L2
-    first_m = (pid // group) * GROUP_M
-    size_m = min(num_pid_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % group) % size_m
-    pid_n = (pid % group) // size_m
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)

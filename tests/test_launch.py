@@ -52,3 +52,10 @@ def test_without_a_tuner_the_fixed_configuration_is_launched():
     tuned.kernel = Recorder("kernel", calls)
     tuned("a", lambda meta: (100 // meta["ROWS_PER"],), 7, FLAG=False)
     assert calls == [("kernel", (50,), (7,), {"FLAG": False, "ROWS_PER": 2})]
+
+
+def test_the_host_side_sizes_agree_with_tritons():
+    from kforge.tools.launch import cdiv, next_power_of_2
+
+    assert all(cdiv(a, b) == triton.cdiv(a, b) for a in range(300) for b in range(1, 40))
+    assert all(next_power_of_2(n) == triton.next_power_of_2(n) for n in range(5000))

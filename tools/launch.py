@@ -28,6 +28,17 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+def cdiv(a: int, b: int) -> int:
+    """ceil(a / b) for ints: ``triton.cdiv`` in plain Python (in Triton 3.9 that is a
+    constexpr function, 5 us a call through its wrapper on the host)."""
+    return -(-a // b)
+
+
+def next_power_of_2(n: int) -> int:
+    """The least power of two >= n (0 for 0), as ``triton.next_power_of_2``."""
+    return 1 << (n - 1).bit_length() if n > 0 else 0
+
+
 class Tuned:
     def __init__(
         self,

@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .launch import Tuned, eager_or_op
+from .launch import Tuned, cdiv, eager_or_op, next_power_of_2
 
 MAX_WIDTH = 16384  # a row held in registers: 64 KB of fp32 over up to 16 warps
 
@@ -110,10 +110,10 @@ def _launch(
     b = bias.contiguous() if bias is not None else y2
     flags = (residual is not None, store_h, weight is not None, bias is not None, rms)
     _kernel(
-        (width, flags), lambda meta: (triton.cdiv(rows, meta["ROWS_PER"]),),
+        (width, flags), lambda meta: (cdiv(rows, meta["ROWS_PER"]),),
         x2, r2, w, b, y2, h2, rows, width, float(eps), x2.stride(0), r2.stride(0), y2.stride(0), h2.stride(0),
         HAS_RES=flags[0], STORE_H=store_h, HAS_W=flags[2], HAS_B=flags[3], RMS=rms,
-        BLOCK_N=triton.next_power_of_2(width),
+        BLOCK_N=next_power_of_2(width),
     )  # fmt: skip
     return y, h
 

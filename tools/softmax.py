@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .launch import eager_or_op
+from .launch import cdiv, eager_or_op, next_power_of_2
 
 ROW_MAX = 8192  # the widest row kept whole in one program's registers
 CHUNK = 4096  # columns per program on longer rows
@@ -92,7 +92,7 @@ def _softmax(x: torch.Tensor, scale: float, log: bool) -> torch.Tensor:
     if rows == 0 or width == 0:
         return y.reshape(x.shape)
     if width <= ROW_MAX:
-        block = triton.next_power_of_2(width)
+        block = next_power_of_2(width)
         row_kernel[(rows,)](
             x2,
             y,
@@ -105,7 +105,7 @@ def _softmax(x: torch.Tensor, scale: float, log: bool) -> torch.Tensor:
             num_warps=_warps(block),
         )
         return y.reshape(x.shape)
-    chunks = triton.cdiv(width, CHUNK)
+    chunks = cdiv(width, CHUNK)
     maxes = torch.empty((rows, chunks), device=x.device, dtype=torch.float32)
     sums = torch.empty_like(maxes)
     warps = _warps(CHUNK)
@@ -114,7 +114,7 @@ def _softmax(x: torch.Tensor, scale: float, log: bool) -> torch.Tensor:
     )
     chunk_write_kernel[(rows, chunks)](
         x2, y, maxes, sums, width, x2.stride(0), y.stride(0), chunks, float(scale),
-        LOG=log, BLOCK=CHUNK, CHUNKS_P2=triton.next_power_of_2(chunks), num_warps=warps,
+        LOG=log, BLOCK=CHUNK, CHUNKS_P2=next_power_of_2(chunks), num_warps=warps,
     )  # fmt: skip
     return y.reshape(x.shape)
 

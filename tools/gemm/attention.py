@@ -30,7 +30,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..launch import Tuned, eager_or_op
+from ..launch import Tuned, cdiv, eager_or_op, next_power_of_2
 from .tf32x3 import _tf32_round
 
 MAX_HEAD_DIM = 128
@@ -167,9 +167,9 @@ def _sdpa(
         return out.fill_(float("nan"))  # softmax over no keys, as PyTorch's math path gives
     qk_scale = (1.0 / math.sqrt(d) if scale is None else scale) * LOG2E
     _kernel(
-        (length, s, d, bool(is_causal)), lambda meta: (triton.cdiv(length, meta["BLOCK_M"]), batch * hq),
+        (length, s, d, bool(is_causal)), lambda meta: (cdiv(length, meta["BLOCK_M"]), batch * hq),
         q, k, v, out, hq, hq // hk, length, s, d, qk_scale, *q.stride(), *k.stride(), *v.stride(),
-        CAUSAL=bool(is_causal), BLOCK_D=max(16, triton.next_power_of_2(d)),
+        CAUSAL=bool(is_causal), BLOCK_D=max(16, next_power_of_2(d)),
     )  # fmt: skip
     return out
 

@@ -30,7 +30,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..launch import Tuned, eager_or_op
+from ..launch import Tuned, cdiv, eager_or_op
 from .tf32x3 import ACTIVATIONS, _tf32_round, grouped_tile
 
 
@@ -180,7 +180,7 @@ def _conv2d(
     w_big, w_small = weight_split(weight)
     m = batch * oh * ow
     kh, kw = weight.shape[2], weight.shape[3]
-    grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(c_out, meta["BLOCK_N"]),)  # noqa: E731
+    grid = lambda meta: (cdiv(m, meta["BLOCK_M"]) * cdiv(c_out, meta["BLOCK_N"]),)  # noqa: E731
     key = (
         m,
         c_out,

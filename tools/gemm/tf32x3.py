@@ -29,6 +29,8 @@ import torch
 import triton
 import triton.language as tl
 
+from ..launch import cdiv, next_power_of_2
+
 K_BLOCK = 64  # K is padded to a multiple: every BLOCK_K divides it, no mask in the K loop
 ACTIVATIONS = {None: 0, "relu": 1, "gelu": 2, "gelu_tanh": 3}
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
@@ -72,8 +74,8 @@ def split(x: torch.Tensor) -> torch.Tensor:
     batch, rows, k = x.shape
     kp = -(-k // K_BLOCK) * K_BLOCK
     out = torch.empty((batch, rows, 2 * kp), device=x.device, dtype=torch.float32)
-    block = min(1024, triton.next_power_of_2(kp))
-    blocks = triton.cdiv(kp, block)
+    block = min(1024, next_power_of_2(kp))
+    blocks = cdiv(kp, block)
     if out.numel():
         split_kernel[(batch * rows * blocks,)](
             x, out, k, kp, x.stride(0), x.stride(1), x.stride(2), rows, blocks, BLOCK=block
@@ -161,7 +163,7 @@ def matmul(
     c = torch.empty((batch, m, n), device=a3.device, dtype=torch.float32)
     if c.numel() == 0:
         return c
-    grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]), batch)  # noqa: E731
+    grid = lambda meta: (cdiv(m, meta["BLOCK_M"]) * cdiv(n, meta["BLOCK_N"]), batch)  # noqa: E731
     kernel, fixed = (gemm_kernel, _FIXED) if _tuned is None else (_tuned, {})
     kernel[grid](
         a_split, w_split, c if bias is None else bias.contiguous(), c, m, n, kp,

@@ -324,7 +324,8 @@ def norms_op(x, r, w, b, rms):
 @pytest.mark.gpu
 def test_on_the_gpu_the_templates_stay_at_fp32s_error_at_real_widths():
     """RMSNorm at Llama 3 8B's width, residual + LayerNorm at GPT-2 medium's, cross-entropy over
-    32000 classes with smoothing: the error against float64 within 2x PyTorch's fp32 error."""
+    32000 classes with smoothing, log-softmax over 128256 at a temperature, softmax of GPT-2's
+    attention scores: the error against float64 within 2x PyTorch's fp32 error."""
     torch.manual_seed(0)
     x, r = torch.randn(64, 4096, device="cuda") * 3, torch.randn(64, 4096, device="cuda")
     w, b = 1 + 0.1 * torch.randn(4096, device="cuda"), 0.1 * torch.randn(4096, device="cuda")
@@ -341,6 +342,17 @@ def test_on_the_gpu_the_templates_stay_at_fp32s_error_at_real_widths():
     cases.append(
         (losses.cross_entropy(logits, t, "mean", -100, 0.1),
          F.cross_entropy(logits.double(), t, label_smoothing=0.1), F.cross_entropy(logits, t, label_smoothing=0.1))
+    )  # fmt: skip
+    from kforge.tools import softmax
+
+    vocab, scores = torch.randn(64, 128256, device="cuda") * 3, torch.randn(8, 12, 512, 512, device="cuda")
+    cases.append(
+        (softmax.softmax(vocab, 1 / 0.7, True), torch.log_softmax(vocab.double() / 0.7, -1),
+         torch.log_softmax(vocab / 0.7, -1))
+    )  # fmt: skip
+    cases.append(
+        (softmax.softmax(scores, 0.125, False), torch.softmax(scores.double() * 0.125, -1),
+         torch.softmax(scores * 0.125, -1))
     )  # fmt: skip
     for got, ref, fp32 in cases:
         err, base = float((got.double() - ref).abs().max()), float((fp32.double() - ref).abs().max())

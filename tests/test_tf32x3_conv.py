@@ -7,6 +7,8 @@ tests/test_embedded_strategies.py.)"""
 
 from __future__ import annotations
 
+import pytest
+
 PRELUDE = """
 import torch
 import torch.nn.functional as F
@@ -63,3 +65,35 @@ ref = F.conv2d(x.double(), conv.weight.double(), conv.bias.double(), 1, 1)
 print(reused, rel(again, ref) < 1e-6, rel(first, ref) > 0.1, ",".join(errors))
 """
     assert interpreted(PRELUDE + code) == "True True True TypeError,ValueError,ValueError"
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_kernel_keeps_fp32s_error_at_resnets_layers():
+    """ResNet-50's 3x3 and 1x1 layers at batch 8, channels-last and NCHW, with bias, residual
+    and ReLU: the error against float64 within 2x cuDNN fp32's (TF32 off) and the output in
+    the input's memory format."""
+    import torch
+    import torch.nn.functional as F
+    from kforge.tools.gemm import conv as c
+
+    torch.backends.cudnn.allow_tf32 = False
+    torch.manual_seed(0)
+    for ci, hw, co, k, stride in (
+        (64, 56, 64, 3, 1),
+        (256, 56, 64, 1, 1),
+        (128, 56, 128, 3, 2),
+        (1024, 14, 256, 1, 1),
+    ):
+        x = torch.randn(8, ci, hw, hw, device="cuda")
+        w = torch.randn(co, ci, k, k, device="cuda") / (ci * k * k) ** 0.5
+        b = torch.randn(co, device="cuda")
+        ref = F.conv2d(x.double(), w.double(), b.double(), stride, k // 2)
+        res = torch.randn(ref.shape, device="cuda")
+        want = torch.relu(ref + res.double())
+        cudnn = torch.relu(F.conv2d(x, w, b, stride, k // 2) + res)
+        base = float((cudnn.double() - want).norm() / want.norm())
+        for inp in (x, x.contiguous(memory_format=torch.channels_last)):
+            y = c.conv2d(inp, w, b, stride, k // 2, 1, "relu", res)
+            assert y.is_contiguous(memory_format=torch.channels_last) == (inp is not x)
+            err = float((y.double() - want).norm() / want.norm())
+            assert err <= 2 * base + 1e-7, (ci, co, k, err, base)

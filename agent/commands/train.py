@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+
+if TYPE_CHECKING:
+    from ..policy.ranker import Example, RankerModel
 
 train_app = typer.Typer(help="Fit models from recorded trajectories.", no_args_is_help=True)
 
@@ -36,19 +39,15 @@ def ranker_command(
         int, typer.Option(min=1, help="families measured this often are fit on measurements alone")
     ] = 5,
     base: Annotated[
-        str | None,
-        typer.Option(
-            help="update this model (a JSON path, or 'shipped') toward the runs instead of fitting anew"
-        ),
+        str | None, typer.Option(help="move this model (a path, or 'shipped') toward the runs")
     ] = None,
     strength: Annotated[
         float, typer.Option(min=0.0, help="with --base: how hard the weights are pulled back to the base's")
     ] = 0.1,
 ) -> None:
     """Fit the strategy ranker; prints how many examples per family it saw."""
-    from ..policy.ranker import fit_toward, fit_with_prior, load_model
+    from ..policy.ranker import fit_with_prior
     from ..policy.ranker_data import load_examples
-    from ..policy.ranker_synth import synth_tasks, write_store
 
     console = Console(stderr=True)
     if not runs and synthetic == 0:
@@ -60,29 +59,15 @@ def ranker_command(
     except (FileNotFoundError, ValueError) as err:
         console.print(f"[red]error:[/] {escape(str(err))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
-    prior = []
+    prior = _synthetic(synthetic, seed)
     if synthetic:
-        with tempfile.TemporaryDirectory() as tmp:
-            db = Path(tmp) / "trajectories.db"
-            write_store(db, synth_tasks(synthetic, seed))
-            prior = load_examples([db])
         sources.append(f"synthetic: {synthetic} tasks, seed {seed} (kforge.agent.policy.ranker_synth)")
     if not measured and not prior:
         console.print("[red]error:[/] no embedded-policy trajectories with features found", highlight=False)
         raise typer.Exit(2)
     meta = {"sources": sources, "synthetic": synthetic > 0, "real_weight": real_weight}
     if base is not None:
-        try:
-            start = load_model(None if base == "shipped" else Path(base))
-        except (OSError, ValueError) as err:
-            console.print(f"[red]error:[/] --base {escape(base)}: {escape(str(err))}", highlight=False)
-            raise typer.Exit(2) from None
-        if start is None:
-            console.print(
-                "[red]error:[/] no shipped ranker model to update; fit one without --base", highlight=False
-            )
-            raise typer.Exit(2)
-        model = fit_toward(start, measured + prior, strength, {"update_sources": sources, "base": base})
+        model = _updated(base, strength, measured + prior, sources, console)
     else:
         model = fit_with_prior(
             measured,
@@ -96,6 +81,38 @@ def ranker_command(
     for family, count in sorted(model.counts.items()):
         console.print(f"{escape(family)}: {count} examples", highlight=False)
     typer.echo(str(out))
+
+
+def _synthetic(tasks: int, seed: int) -> list[Example]:
+    """Examples of ``tasks`` synthetic tasks (none for 0)."""
+    from ..policy.ranker_data import load_examples
+    from ..policy.ranker_synth import synth_tasks, write_store
+
+    if not tasks:
+        return []
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "trajectories.db"
+        write_store(db, synth_tasks(tasks, seed))
+        return load_examples([db])
+
+
+def _updated(
+    base: str, strength: float, examples: list[Example], sources: list[str], console: Console
+) -> RankerModel:
+    """The model at ``base`` (a path, or 'shipped') moved toward ``examples``."""
+    from ..policy.ranker import fit_toward, load_model
+
+    try:
+        start = load_model(None if base == "shipped" else Path(base))
+    except (OSError, ValueError) as err:
+        console.print(f"[red]error:[/] --base {escape(base)}: {escape(str(err))}", highlight=False)
+        raise typer.Exit(2) from None
+    if start is None:
+        console.print(
+            "[red]error:[/] no shipped ranker model to update; fit one without --base", highlight=False
+        )
+        raise typer.Exit(2)
+    return fit_toward(start, examples, strength, {"update_sources": sources, "base": base})
 
 
 @train_app.command("tiny-model")

@@ -311,35 +311,8 @@ def replace_convs(gm: torch.fx.GraphModule) -> int:
         conv_fold.fuse_epilogue(gm, new)  # an eval-mode BatchNorm folded in, a ReLU in the epilogue
         fired += 1
     if fired:
-        channels_last_inputs(gm)
+        conv_fold.channels_last_inputs(gm)
     return fired
-
-
-VIEWS = ("view", "view_as")  # a channels-last tensor is not viewable as its NCHW shape
-
-
-def channels_last_inputs(gm: torch.fx.GraphModule) -> int:
-    """The graph's 4-D fp32 inputs that a kernel convolution reads, converted to channels-last
-    once at the start: every kernel convolution then reads NHWC and writes NHWC (its output
-    follows its input's memory format), with no conversion between layers. Left alone when the
-    graph views a tensor (``.view`` of a channels-last tensor fails where the NCHW one works)."""
-    graph = gm.graph
-    convs = {conv_fold._kforge_conv3, conv_fold._kforge_conv3_bn}
-    if any(n.op == "call_method" and n.target in VIEWS for n in graph.nodes):
-        return 0
-    converted = 0
-    for node in list(graph.nodes):
-        meta = _meta(node)
-        if node.op != "placeholder" or meta is None or meta.dim() != 4 or meta.dtype != torch.float32:
-            continue
-        if not any(u.op == "call_function" and u.target in convs and u.args[0] is node for u in node.users):
-            continue
-        with graph.inserting_after(node):
-            nhwc = graph.call_method("contiguous", (node,), {"memory_format": torch.channels_last})
-        nhwc.meta.update(node.meta)
-        node.replace_all_uses_with(nhwc, delete_user_cb=lambda user, new=nhwc: user is not new)
-        converted += 1
-    return converted
 
 
 @dataclasses.dataclass(frozen=True)

@@ -33,7 +33,7 @@ def row_kernel(x_ptr, y_ptr, N, stride_x, stride_y, scale, LOG: tl.constexpr, BL
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     mask = cols < N
-    x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=float("-inf")) * scale
+    x = tl.where(mask, tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0) * scale, float("-inf"))
     shifted = x - tl.max(x, 0)
     e = tl.exp(shifted)
     total = tl.sum(e, 0)
@@ -47,7 +47,8 @@ def chunk_stats_kernel(x_ptr, m_ptr, s_ptr, N, stride_x, CHUNKS, scale, BLOCK: t
     row = tl.program_id(0).to(tl.int64)
     chunk = tl.program_id(1)
     cols = chunk * BLOCK + tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + row * stride_x + cols, mask=cols < N, other=float("-inf")) * scale
+    mask = cols < N  # the padding is -inf after the scale (a negative scale flips an infinity)
+    x = tl.where(mask, tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0) * scale, float("-inf"))
     m = tl.max(x, 0)
     tl.store(m_ptr + row * CHUNKS + chunk, m)
     tl.store(s_ptr + row * CHUNKS + chunk, tl.sum(tl.exp(x - m), 0))

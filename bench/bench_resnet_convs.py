@@ -109,15 +109,13 @@ def per_layer_choice(model, x: torch.Tensor) -> dict:
     """For each distinct (weight shape, stride, input shape): whether the kernel beat cuDNN in place."""
     shapes: dict = {}
     hooks = []
+
+    def record(mod: torch.nn.Conv2d, args: tuple, _out: torch.Tensor) -> None:  # None: the output stays
+        shapes.setdefault((tuple(mod.weight.shape), mod.stride), (mod, args[0].shape))
+
     for m in model.modules():
         if isinstance(m, torch.nn.Conv2d):
-            hooks.append(
-                m.register_forward_hook(
-                    lambda mod, i, o: shapes.setdefault(
-                        (tuple(mod.weight.shape), mod.stride), (mod, i[0].shape)
-                    )
-                )
-            )
+            hooks.append(m.register_forward_hook(record))
     with torch.no_grad():
         model(x)
     for h in hooks:

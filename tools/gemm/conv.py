@@ -107,7 +107,7 @@ def _configs() -> list[triton.Config]:
 _kernel = Tuned(
     conv_kernel,
     _configs(),
-    ["M", "C_out", "C_in", "H", "W", "stride_h"],
+    ["M", "C_out", "C_in", "H", "W", "stride_h", "KH", "KW"],
     {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 8},
 )
 

@@ -38,6 +38,7 @@ DYNAMIC_CHEATS = [
     ("cheats/precision_behind_tf32x3.py", "matmul_small"),
     ("cheats/precision_behind_kforge_kernel.py", "matmul_small"),
     ("cheats/precision_behind_kforge_attention.py", "attention_small"),
+    ("cheats/precision_behind_kforge_conv.py", "conv_bn_relu"),
     ("cheats/cache_across_calls.py", "scale_relu"),
     ("cheats/background_thread.py", "scale_relu"),
     ("cheats/side_stream.py", "scale_relu_big"),

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from collections.abc import Callable
 
 import torch
+from common import host_us
 from kforge.tools.gemm import dispatch
 from kforge.tools.gemm import kernels as hg
 from kforge.tools.gemm.search import time_offline
@@ -38,16 +38,6 @@ DEFAULT = [
     "128,128,128:32x128x64-g8-s1-w4-p4",
     "2048,2048,8192:128x256x64-g8-s1-w8-p4",
 ]
-
-
-def host_us(fn: Callable[[], object], calls: int) -> float:
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    elapsed = time.perf_counter() - start
-    torch.cuda.synchronize()
-    return elapsed / calls * 1e6
 
 
 def offline_us(fn: Callable[[], object], calls: int, flush: torch.Tensor) -> float:

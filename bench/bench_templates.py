@@ -20,9 +20,9 @@ GPU time at the real shape (torch.profiler).
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable
 
+import common
 import torch
 import torch.nn.functional as F
 from bench_tf32x3 import timed
@@ -113,17 +113,9 @@ def main() -> None:
     )  # fmt: skip
 
 
-def host_us(fn: Callable[[], object], calls: int = 500) -> float:
-    """Host microseconds per call: ``calls`` async calls, the GPU work negligible."""
-    for _ in range(20):
-        fn()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    host = time.perf_counter() - start
-    torch.cuda.synchronize()
-    return host / calls * 1e6
+def host_us(fn: Callable[[], object]) -> float:
+    """Host microseconds per call: 500 async calls after 20, the GPU work negligible."""
+    return common.host_us(fn, 500, warmup=20)
 
 
 def kernel_us(fn: Callable[[], object]) -> float:

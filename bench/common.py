@@ -34,6 +34,24 @@ def problem_order(line: dict[str, Any]) -> tuple[int, int]:
     return (line.get("level") or 0, int(head) if head.isdigit() else 0)
 
 
+def host_us(fn: Any, calls: int, warmup: int = 0) -> float:
+    """Host microseconds per call of ``fn`` over ``calls`` asynchronous calls (GPU), after
+    ``warmup`` calls; the GPU is synchronised before and after, outside the clock."""
+    import time
+
+    import torch
+
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    elapsed = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return elapsed / calls * 1e6
+
+
 def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
     table = Table(title=title)
     for column in columns:

@@ -8,6 +8,7 @@ are verified by the engine and broken ones caught; torch.compile keeps one graph
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -16,7 +17,7 @@ import torch.nn.functional as F
 from kforge.agent.policy.features import task_features
 from kforge.agent.policy.strategies import registry, templates
 from kforge.tools.evaluate import evaluate_many
-from kforge.tools.result import Status
+from kforge.tools.result import Result, Status
 from kforge.tools.static_checks import static_cheats
 from kforge.tools.task import load_task
 
@@ -167,9 +168,11 @@ def get_init_inputs():
 '''
 
 
-def test_the_candidate_is_verified_by_the_engine_and_a_broken_kernel_is_caught(tmp_path, make_cpu_options):
-    path = tmp_path / "norm_block.py"
-    path.write_text(NORM_TASK)
+def _judged(tmp_path, text: str, edit: tuple[str, str], options) -> tuple[Any, Result, Result]:
+    """The task ``text``'s analysis, and the judge's results for its triton-template candidate
+    and for the same candidate with ``edit`` made (which must change it)."""
+    path = tmp_path / "task.py"
+    path.write_text(text)
     task = load_task(path, check_import=False)
     analysis = registry.analyse_task(task, task_features(task, None, "fp32", None))
     assert analysis.templates is not None, analysis.notes
@@ -177,9 +180,15 @@ def test_the_candidate_is_verified_by_the_engine_and_a_broken_kernel_is_caught(t
     assert registry.family_of(spec.name) == "triton-template"
     source = registry.build(task, spec, analysis)
     assert static_cheats(source, task.source, "fp32") == []
-    broken = source.replace("ln_bias, 1e-05, False)", "ln_bias, 1e-05, True)")  # the LayerNorm run as RMSNorm
+    broken = source.replace(*edit)
     assert broken != source
-    good, bad = evaluate_many(load_task(path), [source, broken], make_cpu_options(trials=2, timing_trials=1))
+    good, bad = evaluate_many(load_task(path), [source, broken], options(trials=2, timing_trials=1))
+    return analysis, good, bad
+
+
+def test_the_candidate_is_verified_by_the_engine_and_a_broken_kernel_is_caught(tmp_path, make_cpu_options):
+    edit = ("ln_bias, 1e-05, False)", "ln_bias, 1e-05, True)")  # the LayerNorm run as RMSNorm
+    _, good, bad = _judged(tmp_path, NORM_TASK, edit, make_cpu_options)
     assert good.status == Status.OK and good.correct, good.log
     assert good.fp64_rel_err is not None and good.fp64_rel_err < 1e-5
     assert bad.status == Status.INCORRECT, bad.log
@@ -300,17 +309,9 @@ def get_init_inputs():
 def test_the_cross_entropy_candidate_is_verified_and_one_without_smoothing_is_caught(
     tmp_path, make_cpu_options
 ):
-    path = tmp_path / "ce.py"
-    path.write_text(CE_TASK)
-    task = load_task(path, check_import=False)
-    analysis = registry.analyse_task(task, task_features(task, None, "fp32", None))
-    assert analysis.templates is not None and "_kforge_cross_entropy(" in analysis.templates[0].method
-    spec = next(s for s in registry.base_specs(analysis, "fp32", "cuda") if s.family == "triton-template")
-    source = registry.build(task, spec, analysis)
-    assert static_cheats(source, task.source, "fp32") == []
-    broken = source.replace("'mean', -100, 0.1)", "'mean', -100, 0.0)")  # the smoothing forgotten
-    assert broken != source
-    good, bad = evaluate_many(load_task(path), [source, broken], make_cpu_options(trials=2, timing_trials=1))
+    edit = ("'mean', -100, 0.1)", "'mean', -100, 0.0)")  # the smoothing forgotten
+    analysis, good, bad = _judged(tmp_path, CE_TASK, edit, make_cpu_options)
+    assert "_kforge_cross_entropy(" in analysis.templates[0].method
     assert good.status == Status.OK and good.correct, good.log
     assert bad.status == Status.INCORRECT, bad.log
 
@@ -449,22 +450,12 @@ def get_init_inputs():
 def test_the_softmax_candidate_is_verified_and_goes_in_round_one_and_a_lost_scale_is_caught(
     tmp_path, make_cpu_options
 ):
-    path = tmp_path / "log_softmax.py"
-    path.write_text(SOFTMAX_TASK)
-    task = load_task(path, check_import=False)
-    analysis = registry.analyse_task(task, task_features(task, None, "fp32", None))
-    assert analysis.templates is not None and "_kforge_softmax(logits, 1.4285714285714286, True)" in (
-        analysis.templates[0].method
-    )
     from kforge.agent.policy import embedded
 
+    edit = ("1.4285714285714286, True)", "1.0, True)")  # the temperature forgotten
+    analysis, good, bad = _judged(tmp_path, SOFTMAX_TASK, edit, make_cpu_options)
+    assert "_kforge_softmax(logits, 1.4285714285714286, True)" in analysis.templates[0].method
     assert embedded.evidence(analysis) == {"triton-template": embedded.TEMPLATE_ON_KERNEL}
-    spec = next(s for s in registry.base_specs(analysis, "fp32", "cuda") if s.family == "triton-template")
-    source = registry.build(task, spec, analysis)
-    assert static_cheats(source, task.source, "fp32") == []
-    broken = source.replace("1.4285714285714286, True)", "1.0, True)")  # the temperature forgotten
-    assert broken != source
-    good, bad = evaluate_many(load_task(path), [source, broken], make_cpu_options(trials=2, timing_trials=1))
     assert good.status == Status.OK and good.correct, good.log
     assert bad.status == Status.INCORRECT, bad.log
 

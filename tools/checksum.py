@@ -78,26 +78,26 @@ def norms(out: Any) -> list[float | None]:
 # An output this close to the answer (relative to its norm) that still misses the bound was
 # computed on the right inputs at a lower precision; a stale or cached output is off by O(1).
 CLOSE = 1e-2
-CLOSE_NOTE = " (close to the answer: precision lowered)"
 
 
-def mismatch(claimed: list[Any], expected: list[Any], scale: list[float | None], limit: float) -> str:
-    """Why a timed call's checksums do not fit the expected output's (empty when they do).
-    ``scale``: the expected output's L2 norms; ``limit``: the relative L2 error allowed."""
+def mismatch(
+    claimed: list[Any], expected: list[Any], scale: list[float | None], limit: float
+) -> tuple[str, bool]:
+    """(why a timed call's checksums do not fit the expected output's, empty when they do;
+    whether every miss is CLOSE to the answer). ``scale``: the expected output's L2 norms;
+    ``limit``: the relative L2 error allowed."""
     if not isinstance(claimed, list) or len(claimed) != len(expected):
-        return (
-            f"returned {len(claimed) if isinstance(claimed, list) else '?'} outputs, expected {len(expected)}"
-        )
+        got = len(claimed) if isinstance(claimed, list) else "?"
+        return f"returned {got} outputs, expected {len(expected)}", False
     for i, (c, e, norm) in enumerate(zip(claimed, expected, scale, strict=True)):
         if norm is None:
             if c != e:
-                return f"output {i} differs from the reference's"
+                return f"output {i} differs from the reference's", False
             continue
         if not isinstance(c, float) or math.isnan(c):
-            return f"output {i} is not finite or not a floating tensor"
+            return f"output {i} is not finite or not a floating tensor", False
         bound = K_SIGMA * limit * norm + 1e-300
         if abs(c - e) > bound:
             off = abs(c - e) / max(norm, 1e-300)
-            close = CLOSE_NOTE if off < CLOSE else ""
-            return f"output {i} is off by {off:.2e} of its norm (allowed {K_SIGMA * limit:.1e}){close}"
-    return ""
+            return f"output {i} is off by {off:.2e} of its norm (allowed {K_SIGMA * limit:.1e})", off < CLOSE
+    return "", False

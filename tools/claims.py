@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from .checksum import CLOSE_NOTE, mismatch
+from .checksum import mismatch
 from .timing import MIN_ROUNDS
 
 HIDDEN_FRACTION = 0.5  # unexplained time per call, as a fraction of the claimed median, that is rejected
@@ -46,17 +46,17 @@ def stale_reason(checksums: list[Any], sets: list[int], expected: list[Any], lim
     ``expected[s]`` is (checksums, norms) of the float64 answer on set ``s``. When every call
     that misses is close to its answer, the precision was lowered; otherwise the output is
     stale (a constant output lands close by chance on about one call in a hundred, not on all)."""
-    misses = []
+    misses, far = [], []
     for i, (claimed, turn) in enumerate(zip(checksums, sets, strict=True)):
         if turn not in (0, 1):
             return f"timed call {i + 1} names no input set"
         sums, scale = expected[turn]
-        problem = mismatch(claimed, sums, scale, limit)
+        problem, close = mismatch(claimed, sums, scale, limit)
         if problem:
             misses.append(f"timed call {i + 1}: {problem}")
+            far += [] if close else [misses[-1]]
     if not misses:
         return ""
-    far = [m for m in misses if not m.endswith(CLOSE_NOTE)]
     if not far:
         return f"precision lowered on {len(misses)} of {len(sets)} timed calls: {misses[0]}"
     return f"what was timed is not what was verified (stale or cached results): {far[0]}"

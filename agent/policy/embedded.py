@@ -32,10 +32,9 @@ CATALOGUE_DEPTH = 3
 # bench/bench_tf32x3_attention.py). Without it the ranker put compile and CUDA graphs first on
 # Llama's attention region, and its one round never tried the kernel (2026-11-26).
 ATTENTION_ON_KERNEL = 1.0
-# A norm, cross-entropy or softmax the template pass put on kforge's Triton kernels (a
-# hand-written attention's softmax is not one: the algebraic passes before it made that SDPA,
-# tests/test_templates.py): the ranker has never
-# seen the family (UNSEEN_SCORE), so it came fifth on every task it applies to and a
+# A norm, cross-entropy or softmax the template pass put on kforge's Triton kernels (not a
+# hand-written attention's softmax: the algebraic passes before it made that SDPA). The ranker
+# has never seen the family (UNSEEN_SCORE), so it came fifth on every task it applies to and a
 # three-candidate round never measured it. It goes second, after the ranker's first choice.
 TEMPLATE_ON_KERNEL = 2.0
 SECOND = ("triton-template",)  # families placed second when the analysis found their pattern

@@ -112,6 +112,11 @@ _kernel = Tuned(
 )
 
 
+def _tf32(t: torch.Tensor) -> torch.Tensor:
+    """t rounded to TF32 as ``_tf32_round`` does in the kernels (to nearest, ties away)."""
+    return (t.view(torch.int32) + 0x1000).bitwise_and(-8192).view(torch.float32)
+
+
 def weight_split(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(big, small), each (KH * KW * C_in, C_out) contiguous, of a (C_out, C_in, KH, KW)
     weight; cached on the tensor, keyed by its version and storage."""
@@ -120,9 +125,8 @@ def weight_split(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     if cached is None or cached[0] != key:
         with torch.no_grad():
             k_major = weight.detach().permute(2, 3, 1, 0).reshape(-1, weight.shape[0]).contiguous()
-            big = (k_major.view(torch.int32) + 0x1000).bitwise_and(-8192).view(torch.float32)
-            small = ((k_major - big).view(torch.int32) + 0x1000).bitwise_and(-8192).view(torch.float32)
-        cached = (key, big, small)
+            big = _tf32(k_major)
+            cached = (key, big, _tf32(k_major - big))
         weight._kforge_conv_split = cached  # type: ignore[attr-defined]
     return cached[1], cached[2]
 
@@ -159,13 +163,13 @@ def _conv2d(
     act: str,
     residual: torch.Tensor | None,
 ) -> torch.Tensor:
+    """F.conv2d + residual, then act, with stride, padding and dilation as [h, w] pairs."""
     if x.dtype != torch.float32 or weight.dtype != torch.float32 or x.dim() != 4:
         raise TypeError("kforge's 3xTF32 convolution takes fp32 NCHW-shaped tensors")
     if weight.shape[1] != x.shape[1]:
         raise ValueError(
             f"weight {tuple(weight.shape)} does not match {x.shape[1]} input channels (groups 1)"
         )
-    (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)
     shape = out_size(x, weight, stride, padding, dilation)
     batch, c_out, oh, ow = shape
     c_in, height, width = x.shape[1], x.shape[2], x.shape[3]
@@ -174,9 +178,7 @@ def _conv2d(
     y = torch.empty(shape, device=x.device, dtype=torch.float32, memory_format=layout)
     if y.numel() == 0:
         return y
-    res = None
-    if residual is not None:
-        res = residual.expand(shape).contiguous(memory_format=layout)
+    res = None if residual is None else residual.expand(shape).contiguous(memory_format=layout)
     w_big, w_small = weight_split(weight)
     m = batch * oh * ow
     kh, kw = weight.shape[2], weight.shape[3]
@@ -187,12 +189,9 @@ def _conv2d(
         c_in,
         height,
         width,
-        sh,
-        sw,
-        ph,
-        pw,
-        dh,
-        dw,
+        *stride,
+        *padding,
+        *dilation,
         kh,
         kw,
         bias is not None,
@@ -205,7 +204,7 @@ def _conv2d(
         x, w_big, w_small, y if bias is None else bias.contiguous(), y if res is None else res, y,
         m, oh, ow, height, width, c_in, c_out,
         x.stride(0), x.stride(2), x.stride(3), y.stride(0), y.stride(1), y.stride(2), y.stride(3),
-        sh, sw, ph, pw, dh, dw,
+        *stride, *padding, *dilation,
         KH=kh, KW=kw, HAS_BIAS=bias is not None, HAS_RES=res is not None, ACT=ACTIVATIONS[act or None],
     )  # fmt: skip
     return y
@@ -214,12 +213,11 @@ def _conv2d(
 def _conv2d_shape(
     x: torch.Tensor,
     weight: torch.Tensor,
-    bias: torch.Tensor | None,
+    bias: Any,
     stride: list[int],
     padding: list[int],
     dilation: list[int],
-    act: str,
-    residual: torch.Tensor | None,
+    *_: Any,
 ) -> torch.Tensor:
     shape = out_size(x, weight, stride, padding, dilation)
     return x.new_empty(shape).contiguous(memory_format=_layout(x))

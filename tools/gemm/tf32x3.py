@@ -23,17 +23,14 @@ dot there is one pass of TF32 unless proven otherwise; the float64 bound judges 
 
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 import triton.language as tl
 
-from ..launch import cdiv, next_power_of_2
+from ..launch import INTERPRETED, cdiv, next_power_of_2
 
 K_BLOCK = 64  # K is padded to a multiple: every BLOCK_K divides it, no mask in the K loop
 ACTIVATIONS = {None: 0, "relu": 1, "gelu": 2, "gelu_tanh": 3}
-INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 @triton.jit

@@ -28,6 +28,7 @@ import torch
 import torch.fx
 
 from . import fx_rewrite
+from .fx_rewrite import meta as _meta
 
 CONV_HELPERS = '''
 from kforge.tools.gemm.conv import conv2d as conv2d_tf32x3
@@ -148,11 +149,6 @@ def _fold_norm(gm: torch.fx.GraphModule, conv: torch.fx.Node) -> torch.fx.Node:
 
 
 ADDS = (operator.add, operator.iadd, torch.add, torch.ops.aten.add.Tensor)
-
-
-def _meta(node: Any) -> torch.Tensor | None:
-    meta = node.meta.get("tensor_meta") if isinstance(node, torch.fx.Node) else None
-    return meta if isinstance(meta, torch.Tensor) else None
 
 
 def _fuse_residual(gm: torch.fx.GraphModule, conv: torch.fx.Node) -> torch.fx.Node:

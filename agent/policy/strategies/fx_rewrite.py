@@ -44,6 +44,12 @@ class _Shapes(torch.fx.Interpreter):
         return result
 
 
+def meta(node: Any) -> torch.Tensor | None:
+    """The value shape propagation recorded for ``node`` (a meta tensor), or None."""
+    value = node.meta.get("tensor_meta") if isinstance(node, Node) else None
+    return value if isinstance(value, torch.Tensor) else None
+
+
 def _shape(node: Any) -> tuple[int, ...] | None:
     meta = node.meta.get("tensor_meta") if isinstance(node, Node) else None
     return tuple(meta.shape) if meta is not None and hasattr(meta, "shape") else None

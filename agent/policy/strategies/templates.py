@@ -65,7 +65,6 @@ ATEN_SOFTMAXES = {  # op -> (log form, the third argument's name, its default)
     torch.ops.aten.log_softmax.int: (True, "dtype", None),
 }
 DIVS = (operator.truediv, torch.div, torch.ops.aten.div.Tensor)
-MULS = (operator.mul, torch.mul, torch.ops.aten.mul.Tensor)
 
 
 def _kforge_cross_entropy(
@@ -131,7 +130,7 @@ def _scaled(x: Any) -> tuple[Any, float]:
     a, b = x.args
     if fx_rewrite._is_call(x, DIVS, ("div",)) and (c := _number(b)) is not None:
         return a, 1.0 / c
-    if fx_rewrite._is_call(x, MULS, ("mul",)):
+    if fx_rewrite._is_call(x, norms.MULS, ("mul",)):
         if (c := _number(b)) is not None:
             return a, c
         if (c := _number(a)) is not None and x.op == "call_function":
@@ -139,25 +138,33 @@ def _scaled(x: Any) -> tuple[Any, float]:
     return x, 1.0
 
 
-def replace_softmax(gm: torch.fx.GraphModule) -> int:
+def _softmax_args(gm: torch.fx.GraphModule, node: Node) -> tuple[Any, float, bool] | None:
+    """(input, scale, log) of the template call for a softmax, the constant factor before it
+    taken in when it has the input's shape and dtype."""
+    call = _softmax_call(gm, node)
+    if call is None:
+        return None
+    x, log = call
+    source, scale = _scaled(x)
+    sm, xm = _meta(source), _meta(x)
+    if sm is None or xm is None or sm.dtype != torch.float32 or sm.shape != xm.shape:
+        source, scale = x, 1.0  # a broadcasting or non-fp32 factor: the softmax alone
+    return source, scale, log
+
+
+def _replace_calls(gm: torch.fx.GraphModule, find: Any, helper: Any, name: str) -> int:
+    """Each node ``find(gm, node)`` gives arguments for, replaced by a call of ``helper`` with
+    them; what it read and nothing else reads goes at the rewrite's next dead-code pass."""
     fired = 0
     graph = gm.graph
     for node in list(graph.nodes):
-        call = _softmax_call(gm, node) if node.users else None
-        if call is None:
+        args = find(gm, node) if node.users else None
+        if args is None:
             continue
-        x, log = call
-        source, scale = _scaled(x)
-        sm, xm = _meta(source), _meta(x)
-        if sm is None or xm is None or sm.dtype != torch.float32 or sm.shape != xm.shape:
-            source, scale = x, 1.0  # a broadcasting or non-fp32 factor: the softmax alone
         with graph.inserting_before(node):
-            new = graph.create_node("call_function", _kforge_softmax, (source, scale, log), name="softmax")
+            new = graph.create_node("call_function", helper, args, name=name)
         new.meta.update(node.meta)
         node.replace_all_uses_with(new)
-        graph.erase_node(node)
-        if source is not x:
-            graph.erase_node(x)
         fired += 1
     return fired
 
@@ -198,23 +205,12 @@ def _cross_entropy_call(gm: torch.fx.GraphModule, node: Node) -> tuple[Any, ...]
     return logits, target, reduction, ignore_index, float(smoothing)
 
 
-def replace_cross_entropy(gm: torch.fx.GraphModule) -> int:
-    fired = 0
-    graph = gm.graph
-    for node in list(graph.nodes):
-        call = _cross_entropy_call(gm, node) if node.users else None
-        if call is None:
-            continue
-        with graph.inserting_before(node):
-            new = graph.create_node("call_function", _kforge_cross_entropy, call, name="cross_entropy")
-        new.meta.update(node.meta)
-        node.replace_all_uses_with(new)
-        fired += 1
-    return fired
-
-
 def replace_templates(gm: torch.fx.GraphModule) -> int:
-    return norms.replace_norms(gm) + replace_cross_entropy(gm) + replace_softmax(gm)
+    return (
+        norms.replace_norms(gm)
+        + _replace_calls(gm, _cross_entropy_call, _kforge_cross_entropy, "cross_entropy")
+        + _replace_calls(gm, _softmax_args, _kforge_softmax, "softmax")
+    )
 
 
 TEMPLATE = _Family(

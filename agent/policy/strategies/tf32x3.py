@@ -33,6 +33,7 @@ import torch.fx
 
 from . import conv_fold, fx_rewrite
 from .corpus_kernels import prior_kernel
+from .fx_rewrite import meta as _meta
 from .source import Body, Spec
 
 KERNEL_FILE = "matmul_tf32x3_triton.py"
@@ -115,11 +116,6 @@ def fuse_activation(gm: torch.fx.GraphModule, new: torch.fx.Node) -> bool:
     user.replace_all_uses_with(new)
     gm.graph.erase_node(user)
     return True
-
-
-def _meta(node: Any) -> torch.Tensor | None:
-    meta = node.meta.get("tensor_meta") if isinstance(node, torch.fx.Node) else None
-    return meta if isinstance(meta, torch.Tensor) else None
 
 
 def worth_it(batch: int, m: int, k: int, n: int) -> bool:

@@ -415,6 +415,7 @@ def test_tf32x3_conv_candidate_is_verified_by_the_engine_and_a_broken_kernel_is_
     assert analysis.conv3 is None  # 2 x 4 x 8 x 8 outputs, K = 27: below the thresholds
     monkeypatch.setattr(tf32x3, "MIN_TILES", 1)
     monkeypatch.setattr(tf32x3, "MIN_CONV_K", 1)
+    monkeypatch.setattr(tf32x3, "MIN_CONV_CIN", 1)
     task, analysis, specs = _analysis(path)
     assert analysis.conv3 is not None and analysis.conv3[0].method.count("_kforge_conv3(") == 1
     spec = next(s for s in specs if s.family == "tf32x3-conv")
@@ -445,6 +446,7 @@ def test_tf32x3_conv_folds_an_eval_batchnorm_and_fuses_the_relu_and_a_wrong_fold
     Verified under the interpreter; a fold that forgets the running mean is caught as incorrect."""
     monkeypatch.setattr(tf32x3, "MIN_TILES", 1)
     monkeypatch.setattr(tf32x3, "MIN_CONV_K", 1)
+    monkeypatch.setattr(tf32x3, "MIN_CONV_CIN", 1)
     _, training, _ = _analysis(FIXTURES / "conv_relu.py")
     assert "_kforge_conv3_bn(" not in training.conv3[0].method and "torch.relu(" in training.conv3[0].method
     task, analysis, specs = _analysis(CONV_BN_RELU)
@@ -475,6 +477,7 @@ def test_tf32x3_conv_adds_a_bottlenecks_residual_in_the_epilogue_and_a_lost_resi
     Verified under the interpreter; the same file with the residual dropped is caught."""
     monkeypatch.setattr(tf32x3, "MIN_TILES", 1)
     monkeypatch.setattr(tf32x3, "MIN_CONV_K", 1)
+    monkeypatch.setattr(tf32x3, "MIN_CONV_CIN", 1)
     task, analysis, specs = _analysis(BOTTLENECK)
     body = analysis.conv3[0].method
     assert body.count("_kforge_conv3_bn(") == 4 and not re.search(r"self\.(bn\d|relu)\(", body), body
@@ -491,6 +494,72 @@ def test_tf32x3_conv_adds_a_bottlenecks_residual_in_the_epilogue_and_a_lost_resi
     assert good.status == Status.OK and good.correct, good.log
     assert good.fp64_rel_err is not None and good.fp64_rel_err < 1e-5
     assert bad.status == Status.INCORRECT, bad.log
+
+
+RESNET_BLOCK = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, channels, width, stem):
+        super().__init__()
+        self.stem = nn.Conv2d(3, channels, 7, stride=2, padding=3) if stem else None
+        self.conv1 = nn.Conv2d(channels, width, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.conv2 = nn.Conv2d(width, width, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(width)
+        self.conv3 = nn.Conv2d(width, channels, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(channels)
+        self.eval()
+
+    def forward(self, x):
+        if self.stem is not None:
+            x = self.stem(x)
+        out = torch.relu(self.bn1(self.conv1(x)))
+        out = torch.relu(self.bn2(self.conv2(out)))
+        return torch.relu(self.bn3(self.conv3(out)) + x)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, CHANNELS_IN, SIDE, SIDE)]
+
+
+def get_init_inputs():
+    return [CHANNELS, WIDTH, STEM]
+"""
+
+
+@pytest.mark.parametrize(
+    ("shape", "on_kernel"),
+    [
+        # ResNet-50's layer3 block at batch 32: conv3 alone is worth the kernel (392 tiles); conv1 and
+        # conv2 (98 tiles) go with it rather than take channels-last input on cuDNN
+        ({"BATCH": 32, "CHANNELS_IN": 1024, "SIDE": 14, "CHANNELS": 1024, "WIDTH": 256, "STEM": False}, 3),
+        # layer1's block: conv3's K is 64 (below MIN_CONV_K), on the kernel with the rest
+        ({"BATCH": 32, "CHANNELS_IN": 256, "SIDE": 56, "CHANNELS": 256, "WIDTH": 64, "STEM": False}, 3),
+        # with a 3-channel stem in front: the stem stays on cuDNN, the block goes on the kernel
+        ({"BATCH": 32, "CHANNELS_IN": 3, "SIDE": 112, "CHANNELS": 256, "WIDTH": 64, "STEM": True}, 3),
+        # batch 1 at 14x14: no convolution worth it, none moves
+        ({"BATCH": 1, "CHANNELS_IN": 1024, "SIDE": 14, "CHANNELS": 1024, "WIDTH": 256, "STEM": False}, 0),
+    ],
+)
+def test_tf32x3_conv_moves_every_convolution_of_the_graph_or_none(tmp_path, shape, on_kernel):
+    """All or none: a convolution left on cuDNN would take the kernel's channels-last output,
+    slower there than NCHW. The stem's 3 channels fill too little of a K block: never moved."""
+    source = RESNET_BLOCK
+    for name, value in shape.items():
+        source = source.replace(name, repr(value))
+    path = tmp_path / "block.py"
+    path.write_text(source)
+    _, analysis, specs = _analysis(path)
+    if not on_kernel:
+        assert analysis.conv3 is None and "tf32x3-conv" not in {s.family for s in specs}
+        return
+    body = analysis.conv3[0].method
+    assert body.count("_kforge_conv3_bn(") == on_kernel, body
+    assert ("self.stem(" in body) == shape["STEM"], body
+    assert "tf32x3-conv" in {s.family for s in specs}
 
 
 def test_the_fold_is_computed_again_when_the_weights_change():

@@ -271,17 +271,70 @@ def test_a_region_whose_win_does_not_survive_in_the_model_is_dropped(
         seen.append(list(variants))
         for fn in variants.values():
             fn(*inputs)  # each variant still runs
-        return {"eager": 10.0, "r0": 8.0, "r1": 10.5, "patched": 8.0}
+        return {"eager": 10.0, "r0": 8.0, "r1": 10.5, "together": 8.4, "patched": 8.0}
 
     monkeypatch.setattr(e2e, "time_variants", fake_times)
     figures = measure(out, regions)
     assert figures["verified_all"]["correct"] and figures["verified"]["correct"]
     assert figures["kept"] == [0]
-    assert seen == [["eager", "r0", "r1"], ["eager", "patched"]]
-    assert figures["alone"] == {"0": 1.25, "1": 10.0 / 10.5}
+    assert seen == [["eager", "r0", "r1", "together"], ["eager", "patched"]]
+    assert figures["alone"] == {"0": 1.25, "1": 10.0 / 10.5} and figures["together"] == 10.0 / 8.4
     after = figures["after"]["regions"]  # the time by region after the patch, for the report's chart
     assert set(after) == {"blocks.0.mlp", "blocks.1.mlp", "blocks.0.attn", "blocks.1.attn"}
     assert all(host > 0 for host, _ in after.values()) and figures["after"]["forward"][0] > 0
+
+
+@pytest.mark.parametrize(
+    ("times", "kept"),
+    [
+        ({"r0": 10.4, "r1": 10.3, "together": 7.0}, [0, 1]),  # each loses alone, together they win
+        ({"r0": 10.4, "r1": 10.3, "together": 10.2}, []),  # together not by enough
+        ({"r0": 8.0, "r1": 10.3, "together": 8.5}, [0]),  # one survivor beats the pair
+        ({"r0": 8.0, "r1": 10.3, "together": 7.5}, [0, 1]),
+    ],
+)
+def test_regions_that_lose_alone_and_win_together_are_kept_together(
+    vit: tuple[Path, dict[str, Any]], monkeypatch: pytest.MonkeyPatch, times: dict[str, float], kept: list[int]
+) -> None:
+    """A replacement that hands the next region another memory layout (ResNet's channels-last
+    convolutions) slows the untouched regions after it: alone it loses, with every region
+    swapped it wins. The keep step times the regions together too."""
+    out, manifest = vit
+    mlp, attn = region(manifest, "Mlp"), region(manifest, "Attention")
+    regions = [
+        entry(mlp, write_candidate(out, mlp["task"], "m.py")),
+        entry(attn, write_candidate(out, attn["task"], "a.py")),
+    ]
+    fake = {"eager": 10.0, "patched": 9.0} | times
+    monkeypatch.setattr(e2e, "time_variants", lambda variants, *a, **k: {n: fake[n] for n in variants})
+    figures = measure(out, regions)
+    assert figures["kept"] == kept and figures["together"] == 10.0 / times["together"]
+    assert figures["verified_all"]["correct"] and figures.get("verified", {"correct": True})["correct"]
+
+
+def test_several_survivors_are_timed_again_beside_all_regions_together(
+    vit: tuple[Path, dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out, manifest = vit
+    mlp, attn, norm = region(manifest, "Mlp"), region(manifest, "Attention"), region(manifest, "LayerNorm")
+    regions = [
+        entry(r, write_candidate(out, r["task"], f"s{i}.py")) for i, r in enumerate((mlp, attn, norm))
+    ]
+    seen: list[list[str]] = []
+    rounds = [
+        {"eager": 10.0, "r0": 9.0, "r1": 9.0, "r2": 10.5, "together": 8.0},
+        {"eager": 10.2, "survivors": 8.1, "together": 8.4},  # the survivors, timed again, win
+        {"eager": 10.0, "patched": 8.0},
+    ]
+
+    def fake(variants: dict[str, Any], *args: Any, **kwargs: Any) -> dict[str, float]:
+        seen.append(list(variants))
+        return rounds[len(seen) - 1]
+
+    monkeypatch.setattr(e2e, "time_variants", fake)
+    figures = measure(out, regions)
+    assert seen[1] == ["eager", "survivors", "together"]
+    assert figures["kept"] == [0, 1]
 
 
 def test_the_whole_patched_model_through_torch_compile_is_a_candidate_and_the_patch_says_so(

@@ -85,6 +85,7 @@ def figures(
         "predicted_won": predicted(regions),
         "verified": (e2e or {}).get("verified"),
         "alone": (e2e or {}).get("alone", {}),
+        "together": (e2e or {}).get("together"),  # every region won swapped at once, over eager
         "kept": (e2e or {}).get("kept", []),
         "dropped": (e2e or {}).get("dropped", {}),  # left out of the measurement: why
         "whole_model": whole,
@@ -138,6 +139,8 @@ def gains_table(regions: list[dict[str, Any]], result: dict[str, Any]) -> Table:
             "yes" if i in result.get("kept", []) else _dropped(result, i) or "no",
         )  # fmt: skip
     left_out = [f"{regions[int(i)]['instances'][0]}: {why}" for i, why in result.get("dropped", {}).items()]
+    if result.get("together"):
+        left_out.insert(0, f"all {len(regions)} together in the model: {ratio(result['together'])} over eager")
     table.caption = "; ".join(left_out) or None
     return table
 

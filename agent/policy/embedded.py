@@ -32,6 +32,12 @@ CATALOGUE_DEPTH = 3
 # bench/bench_tf32x3_attention.py). Without it the ranker put compile and CUDA graphs first on
 # Llama's attention region, and its one round never tried the kernel (2026-11-26).
 ATTENTION_ON_KERNEL = 1.0
+# Convolutions the 3xTF32 pass put on kforge's NHWC kernel, BatchNorms folded and the residual
+# and ReLU in its epilogue: ResNet-50 whole at batch 32 took 8.14 ms against eager's 11.79
+# (1.45x; H100, bench/bench_resnet_convs.py, 2026-11-26). The ranker learned the family on the
+# NCHW kernel it replaced (0.54-1.36x cuDNN) and put it fourth on ResNet's bottleneck, after
+# two compile modes and a CUDA graph: a region's one round never measured it.
+CONV_ON_KERNEL = 1.0
 # A norm, cross-entropy or softmax the template pass put on kforge's Triton kernels (not a
 # hand-written attention's softmax: the algebraic passes before it made that SDPA). The ranker
 # has never seen the family (UNSEEN_SCORE), so it came fifth on every task it applies to and a
@@ -45,6 +51,8 @@ def evidence(task: TaskAnalysis) -> dict[str, float]:
     bonus: dict[str, float] = {}
     if task.gemm3 is not None and "_kforge_sdpa3(" in task.gemm3[0].method:
         bonus["tf32x3-gemm"] = ATTENTION_ON_KERNEL
+    if task.conv3 is not None:
+        bonus["tf32x3-conv"] = CONV_ON_KERNEL
     if task.templates is not None:
         bonus["triton-template"] = TEMPLATE_ON_KERNEL
     return bonus

@@ -203,7 +203,7 @@ def measure(loaded: spec.Loaded, job: dict[str, Any]) -> dict[str, Any]:
         with torch.no_grad():
             after, whole = regions.profile(model, inputs, list(job["profile_paths"]))
         out["after"] = {"regions": after, "forward": whole}
-    wrong += [f"region {name[1:]} alone in the model" for name in out.pop("wrong_alone", [])]
+    wrong += [_which(name) for name in out.pop("wrong_alone", [])]
     cheats = guards.violations() + [f"{name} computed other values while timed" for name in wrong]
     if cheats:
         return {"error": f"rejected end to end: {'; '.join(cheats)}"}
@@ -233,20 +233,24 @@ def _keep(
     job: dict[str, Any],
     out: dict[str, Any],
 ) -> set[int]:
-    """The regions whose replacement alone makes the model faster than eager, verified
-    together (none when together they are wrong)."""
+    """The regions to keep, verified together (none when together they are wrong): those
+    whose replacement alone makes the model faster than eager, or all of them when together
+    they are faster still. A replacement that hands on another memory layout (channels-last
+    convolutions) can lose alone, its output slowing the untouched regions after it, and win
+    when every region takes that layout."""
     n, inputs, device = len(job["patch"]), loaded.inputs, torch.device(job["device"])
-    timed: dict[str, Any] = {}
-    alone = e2e.time_variants(
-        {"eager": eager} | {f"r{i}": variant({i}) for i in range(n)},
-        inputs,
-        device,
-        int(job.get("trials", 30)),
-        timed,
-    )
-    out["wrong_alone"] = e2e.timed_errors(timed, ref64, inputs, loaded_precision(job))
+    trials, timed = int(job.get("trials", 30)), dict[str, Any]()
+    everything = set(range(n))
+    variants = {"eager": eager} | {f"r{i}": variant({i}) for i in range(n)}
+    if n > 1:
+        variants["together"] = variant(everything)
+    alone = e2e.time_variants(variants, inputs, device, trials, timed)
     kept = {i for i in range(n) if alone[f"r{i}"] * SURVIVES < alone["eager"]}
     out["alone"] = {str(i): alone["eager"] / alone[f"r{i}"] for i in range(n)}
+    if n > 1:
+        out["together"] = alone["eager"] / alone["together"]
+        kept = _alone_or_together(variant, eager, kept, everything, alone, inputs, device, trials, timed)
+    out["wrong_alone"] = e2e.timed_errors(timed, ref64, inputs, loaded_precision(job))
     out["kept"] = sorted(kept)
     if kept:
         ok, why, err = e2e.verify(
@@ -257,6 +261,44 @@ def _keep(
             kept = set()
             out["kept"] = []
     return kept
+
+
+def _alone_or_together(
+    variant: Callable[[set[int] | None], e2e.Forward],
+    eager: e2e.Forward,
+    kept: set[int],
+    everything: set[int],
+    times: dict[str, float],
+    inputs: list[Any],
+    device: torch.device,
+    trials: int,
+    timed: dict[str, Any],
+) -> set[int]:
+    """The survivors alone, or every region when together they beat both eager and the
+    survivors (timed again beside them when there are several)."""
+    if kept == everything or times["together"] * SURVIVES >= times["eager"]:
+        return kept
+    if len(kept) <= 1:
+        theirs = times[f"r{min(kept)}"] if kept else times["eager"]
+    else:
+        again = e2e.time_variants(
+            {"eager": eager, "survivors": variant(kept), "together": variant(everything)},
+            inputs,
+            device,
+            trials,
+            timed,
+        )
+        theirs, times = again["survivors"] * times["eager"] / again["eager"], times | {
+            "together": again["together"] * times["eager"] / again["eager"]
+        }
+    return everything if times["together"] < theirs else kept
+
+
+def _which(name: str) -> str:
+    """A variant of the keep step, in words."""
+    if name.startswith("r"):
+        return f"region {name[1:]} alone in the model"
+    return "the regions together in the model" if name == "together" else f"the {name} regions in the model"
 
 
 def _compiled_baselines(

@@ -294,7 +294,10 @@ def test_a_region_whose_win_does_not_survive_in_the_model_is_dropped(
     ],
 )
 def test_regions_that_lose_alone_and_win_together_are_kept_together(
-    vit: tuple[Path, dict[str, Any]], monkeypatch: pytest.MonkeyPatch, times: dict[str, float], kept: list[int]
+    vit: tuple[Path, dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+    times: dict[str, float],
+    kept: list[int],
 ) -> None:
     """A replacement that hands the next region another memory layout (ResNet's channels-last
     convolutions) slows the untouched regions after it: alone it loses, with every region
@@ -317,9 +320,7 @@ def test_several_survivors_are_timed_again_beside_all_regions_together(
 ) -> None:
     out, manifest = vit
     mlp, attn, norm = region(manifest, "Mlp"), region(manifest, "Attention"), region(manifest, "LayerNorm")
-    regions = [
-        entry(r, write_candidate(out, r["task"], f"s{i}.py")) for i, r in enumerate((mlp, attn, norm))
-    ]
+    regions = [entry(r, write_candidate(out, r["task"], f"s{i}.py")) for i, r in enumerate((mlp, attn, norm))]
     seen: list[list[str]] = []
     rounds = [
         {"eager": 10.0, "r0": 9.0, "r1": 9.0, "r2": 10.5, "together": 8.0},

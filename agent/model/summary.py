@@ -140,7 +140,9 @@ def gains_table(regions: list[dict[str, Any]], result: dict[str, Any]) -> Table:
         )  # fmt: skip
     left_out = [f"{regions[int(i)]['instances'][0]}: {why}" for i, why in result.get("dropped", {}).items()]
     if result.get("together"):
-        left_out.insert(0, f"all {len(regions)} together in the model: {ratio(result['together'])} over eager")
+        left_out.insert(
+            0, f"all {len(regions)} together in the model: {ratio(result['together'])} over eager"
+        )
     table.caption = "; ".join(left_out) or None
     return table
 

@@ -278,9 +278,10 @@ def _alone_or_together(
     survivors (timed again beside them when there are several)."""
     if kept == everything or times["together"] * SURVIVES >= times["eager"]:
         return kept
+    together = times["together"]
     if len(kept) <= 1:
         theirs = times[f"r{min(kept)}"] if kept else times["eager"]
-    else:
+    else:  # the survivors' time together is unknown: both again, in eager's units of the first round
         again = e2e.time_variants(
             {"eager": eager, "survivors": variant(kept), "together": variant(everything)},
             inputs,
@@ -288,10 +289,9 @@ def _alone_or_together(
             trials,
             timed,
         )
-        theirs, times = again["survivors"] * times["eager"] / again["eager"], times | {
-            "together": again["together"] * times["eager"] / again["eager"]
-        }
-    return everything if times["together"] < theirs else kept
+        scale = times["eager"] / again["eager"]
+        theirs, together = again["survivors"] * scale, again["together"] * scale
+    return everything if together < theirs else kept
 
 
 def _which(name: str) -> str:

@@ -289,6 +289,7 @@ def _convertible(gm: torch.fx.GraphModule, node: torch.fx.Node) -> bool:
 def _worth_it(gm: torch.fx.GraphModule, node: torch.fx.Node) -> bool:
     """Enough output tiles and a long enough reduction to beat cuDNN alone."""
     conv, out = gm.get_submodule(str(node.target)), _meta(node)
+    assert isinstance(conv, torch.nn.Conv2d) and out is not None  # _convertible
     c_out, c_in, kh, kw = conv.weight.shape
     pixels = out.shape[0] * out.shape[2] * out.shape[3]
     return c_in * kh * kw >= MIN_CONV_K and -(-pixels // TILE) * -(-c_out // TILE) >= MIN_TILES
@@ -307,6 +308,7 @@ def replace_convs(gm: torch.fx.GraphModule) -> int:
         return 0
     for node in convs:
         conv = gm.get_submodule(str(node.target))
+        assert isinstance(conv, torch.nn.Conv2d)  # _convertible
         with graph.inserting_before(node):
             weight = graph.get_attr(f"{node.target}.weight")
             bias = graph.get_attr(f"{node.target}.bias") if conv.bias is not None else None

@@ -308,7 +308,7 @@ def replace_convs(gm: torch.fx.GraphModule) -> int:
         return 0
     for node in convs:
         conv = gm.get_submodule(str(node.target))
-        assert isinstance(conv, torch.nn.Conv2d)  # _convertible
+        assert isinstance(conv, torch.nn.Conv2d) and not isinstance(conv.padding, str)  # _convertible
         with graph.inserting_before(node):
             weight = graph.get_attr(f"{node.target}.weight")
             bias = graph.get_attr(f"{node.target}.bias") if conv.bias is not None else None

@@ -270,3 +270,35 @@ def test_plain_loops_after_the_rounds_keep_the_rounds_figures() -> None:
     timer.time_many({"candidate": LocalSlot(timer, lambda: None), "eager": LocalSlot(timer, lambda: None)})
     timer.plain_loops({"eager": lambda: None})
     assert set(timer.walls) == set(timer.samples) == {"candidate", "eager"}
+
+
+def test_a_flop_counter_that_fails_leaves_the_flops_unknown_and_a_models_own_error_stands(monkeypatch):
+    """torch 2.11's formula for CUDA attention asserts on grouped key heads (Llama's attention in
+    bf16 was refused as 'the reference does not run'): the pass runs again without the counter
+    and the task is judged by its bytes. A forward that fails by itself still fails."""
+    from kforge.tools import roofline
+    from torch.utils.flop_counter import FlopCounterMode
+
+    def incompatible(*args, **kwargs):
+        raise AssertionError("sdpa_flop_count: query/key/value shapes are incompatible")
+
+    class Asserts(FlopCounterMode):  # a formula that asserts, as torch's attention one does
+        def __init__(self, **kwargs):
+            super().__init__(custom_mapping={torch.ops.aten.mm: incompatible}, **kwargs)
+
+    monkeypatch.setattr(roofline, "FlopCounterMode", Asserts)
+    a, b = torch.randn(4, 8), torch.randn(8, 3)
+
+    class MatMul(torch.nn.Module):
+        def forward(self, x, y):
+            return x @ y
+
+    flops, out = roofline.count_flops(MatMul(), [a, b])
+    assert flops == 0.0 and torch.equal(out, a @ b)
+
+    class Broken(torch.nn.Module):
+        def forward(self, x, y):
+            raise ValueError("the model's own error")
+
+    with pytest.raises(ValueError, match="the model's own error"):
+        roofline.count_flops(Broken(), [a, b])

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from kforge.agent.policy import embedded
 from kforge.agent.policy.features import task_features
 from kforge.agent.policy.strategies import registry, tf32x3
 from kforge.agent.policy.strategies.source import REFERENCE, Spec, reference_module
@@ -560,6 +561,12 @@ def test_tf32x3_conv_moves_every_convolution_of_the_graph_or_none(tmp_path, shap
     assert body.count("_kforge_conv3_bn(") == on_kernel, body
     assert ("self.stem(" in body) == shape["STEM"], body
     assert "tf32x3-conv" in {s.family for s in specs}
+    # a folded norm puts the family first; the same convolutions without norms keep the ranker's place
+    assert embedded.evidence(analysis) == {"tf32x3-conv": embedded.CONV_ON_KERNEL}
+    path.write_text(source.replace("self.bn1(", "(").replace("self.bn2(", "(").replace("self.bn3(", "("))
+    _, bare, _ = _analysis(path)
+    assert bare.conv3 is not None and "_kforge_conv3(" in bare.conv3[0].method
+    assert embedded.evidence(bare) == {}
 
 
 def test_the_fold_is_computed_again_when_the_weights_change():

@@ -32,11 +32,13 @@ CATALOGUE_DEPTH = 3
 # bench/bench_tf32x3_attention.py). Without it the ranker put compile and CUDA graphs first on
 # Llama's attention region, and its one round never tried the kernel (2026-11-26).
 ATTENTION_ON_KERNEL = 1.0
-# Convolutions the 3xTF32 pass put on kforge's NHWC kernel, BatchNorms folded and the residual
-# and ReLU in its epilogue: ResNet-50 whole at batch 32 took 8.14 ms against eager's 11.79
-# (1.45x; H100, bench/bench_resnet_convs.py, 2026-11-26). The ranker learned the family on the
-# NCHW kernel it replaced (0.54-1.36x cuDNN) and put it fourth on ResNet's bottleneck, after
-# two compile modes and a CUDA graph: a region's one round never measured it.
+# Convolutions the 3xTF32 pass put on kforge's NHWC kernel with a BatchNorm folded in (the
+# residual and ReLU go into its epilogue too): ResNet-50 whole at batch 32 took 8.14 ms against
+# eager's 11.79 (1.45x; H100, bench/bench_resnet_convs.py, 2026-11-26). The ranker learned the
+# family on the NCHW kernel it replaced (0.54-1.36x cuDNN) and put it fourth on ResNet's
+# bottleneck, after two compile modes and a CUDA graph: a region's one round never measured it.
+# Without a norm to fold, no bonus: KernelBench's GoogleNet (L3 7, batch 10, small convolutions,
+# no norm) took 7.81 ms on the kernel against eager's 4.00 (H100, same day).
 CONV_ON_KERNEL = 1.0
 # A norm, cross-entropy or softmax the template pass put on kforge's Triton kernels (not a
 # hand-written attention's softmax: the algebraic passes before it made that SDPA). The ranker
@@ -51,7 +53,7 @@ def evidence(task: TaskAnalysis) -> dict[str, float]:
     bonus: dict[str, float] = {}
     if task.gemm3 is not None and "_kforge_sdpa3(" in task.gemm3[0].method:
         bonus["tf32x3-gemm"] = ATTENTION_ON_KERNEL
-    if task.conv3 is not None:
+    if task.conv3 is not None and "_kforge_conv3_bn(" in task.conv3[0].method:
         bonus["tf32x3-conv"] = CONV_ON_KERNEL
     if task.templates is not None:
         bonus["triton-template"] = TEMPLATE_ON_KERNEL

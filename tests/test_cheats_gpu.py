@@ -82,6 +82,46 @@ def test_cheat_is_rejected_on_cuda(gpu_cheat_results: dict[str, Result], name: s
     assert any(p in reason for reason in result.cheats for p in phrases), result.cheats
 
 
+# Candidates that run kforge's own kernels (an import candidates may make) with a precision
+# lowered behind them: remainders zeroed, TF32-rounded attention operands, a convolution's weight
+# split patched. On the CPU the interpreter runs them (tests/test_cheats.py); here the compiled
+# kernels do, with their GPU rounding. Never ok.
+PRECISION_BEHIND_KERNELS = {
+    "precision_behind_tf32x3": "matmul_small",
+    "precision_behind_kforge_kernel": "matmul_small",
+    "precision_behind_kforge_attention": "attention_small",
+    "precision_behind_kforge_conv": "conv_bn_relu",
+}
+
+
+@pytest.fixture(scope="module")
+def behind_kernels(
+    fixture_task: Callable[[str], Task],
+    fixture_source: Callable[[str], str],
+    make_gpu_options: Callable[..., EvalOptions],
+) -> dict[str, Result]:
+    results: dict[str, Result] = {}
+    for name, task_name in PRECISION_BEHIND_KERNELS.items():
+        (found,) = evaluate_many(
+            fixture_task(task_name),
+            [fixture_source(f"cheats/{name}.py")],
+            make_gpu_options(compile_baseline=False),
+        )
+        results[name] = found
+    return results
+
+
+@pytest.mark.parametrize("name", sorted(PRECISION_BEHIND_KERNELS))
+def test_precision_lowered_behind_kforges_own_kernels_is_never_ok_on_cuda(
+    behind_kernels: dict[str, Result], name: str
+) -> None:
+    result = behind_kernels[name]
+    print(
+        f"{name}: {result.status.value} fp64 err {result.fp64_rel_err} {result.cheats or result.log[-200:]}"
+    )
+    assert result.status != Status.OK, f"{name}: ok on CUDA, fp64 err {result.fp64_rel_err}"
+
+
 # Attacks from inside the candidate's worker that need a GPU (tests/test_judge.py has the rest).
 GPU_ATTACKS: dict[str, tuple[str, tuple[str, ...]]] = {
     "forged_events_gpu": ("scale_relu_big", ("timing claims do not add up", "speed of light")),

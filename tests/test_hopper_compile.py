@@ -84,3 +84,23 @@ def test_the_kernel_compiles_for_hopper(
     ends = configs[:1] + configs[1:][-1:]
     shared = [compile_for_hopper(kernel, types, constexprs, config) for config in ends]
     assert any(s <= SMEM for s in shared), (name, shared)  # at least one configuration can launch
+
+
+def test_the_gpu_precision_fixture_compiles_for_hopper() -> None:
+    """``cheats/precision_behind_tf32x3`` must reach the GPU's comparisons, not fail to compile:
+    it read a plain global in its kernel, which the interpreter runs and the compiler refuses
+    (its GPU test, 2026-11-26, saw a runtime_error)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parent / "fixtures" / "cheats" / "precision_behind_tf32x3.py"
+    spec = importlib.util.spec_from_file_location("precision_behind_tf32x3", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert (
+        compile_for_hopper(
+            module.mm_kernel, ptrs("a_ptr", "b_ptr", "c_ptr"), {"BLOCK": 32, "BLOCK_K": 32}, (4, 2)
+        )
+        > 0
+    )

@@ -239,17 +239,21 @@ def _keep(
     convolutions) can lose alone, its output slowing the untouched regions after it, and win
     when every region takes that layout."""
     n, inputs, device = len(job["patch"]), loaded.inputs, torch.device(job["device"])
-    trials, timed = int(job.get("trials", 30)), dict[str, Any]()
+    timed: dict[str, Any] = {}  # each variant's last timed output, checked below
+
+    def timer(variants: dict[str, e2e.Forward]) -> dict[str, float]:
+        return e2e.time_variants(variants, inputs, device, int(job.get("trials", 30)), timed)
+
     everything = set(range(n))
     variants = {"eager": eager} | {f"r{i}": variant({i}) for i in range(n)}
     if n > 1:
         variants["together"] = variant(everything)
-    alone = e2e.time_variants(variants, inputs, device, trials, timed)
+    alone = timer(variants)
     kept = {i for i in range(n) if alone[f"r{i}"] * SURVIVES < alone["eager"]}
     out["alone"] = {str(i): alone["eager"] / alone[f"r{i}"] for i in range(n)}
     if n > 1:
         out["together"] = alone["eager"] / alone["together"]
-        kept = _alone_or_together(variant, eager, kept, everything, alone, inputs, device, trials, timed)
+        kept = _alone_or_together(kept, everything, alone, variant, eager, timer)
     out["wrong_alone"] = e2e.timed_errors(timed, ref64, inputs, loaded_precision(job))
     out["kept"] = sorted(kept)
     if kept:
@@ -264,15 +268,12 @@ def _keep(
 
 
 def _alone_or_together(
-    variant: Callable[[set[int] | None], e2e.Forward],
-    eager: e2e.Forward,
     kept: set[int],
     everything: set[int],
     times: dict[str, float],
-    inputs: list[Any],
-    device: torch.device,
-    trials: int,
-    timed: dict[str, Any],
+    variant: Callable[[set[int]], e2e.Forward],
+    eager: e2e.Forward,
+    timer: Callable[[dict[str, e2e.Forward]], dict[str, float]],
 ) -> set[int]:
     """The survivors alone, or every region when together they beat both eager and the
     survivors (timed again beside them when there are several)."""
@@ -282,13 +283,7 @@ def _alone_or_together(
     if len(kept) <= 1:
         theirs = times[f"r{min(kept)}"] if kept else times["eager"]
     else:  # the survivors' time together is unknown: both again, in eager's units of the first round
-        again = e2e.time_variants(
-            {"eager": eager, "survivors": variant(kept), "together": variant(everything)},
-            inputs,
-            device,
-            trials,
-            timed,
-        )
+        again = timer({"eager": eager, "survivors": variant(kept), "together": variant(everything)})
         scale = times["eager"] / again["eager"]
         theirs, together = again["survivors"] * scale, again["together"] * scale
     return everything if together < theirs else kept

@@ -15,7 +15,7 @@ import pytest
 import torch
 from kforge.agent.policy import embedded
 from kforge.agent.policy.features import task_features
-from kforge.agent.policy.strategies import registry, tf32x3
+from kforge.agent.policy.strategies import conv_fold, registry, tf32x3
 from kforge.agent.policy.strategies.source import REFERENCE, Spec, reference_module
 from kforge.examples import ROOT as EXAMPLES
 from kforge.tools.evaluate import evaluate_many
@@ -414,9 +414,9 @@ def test_tf32x3_conv_candidate_is_verified_by_the_engine_and_a_broken_kernel_is_
     path = FIXTURES / "conv_relu.py"
     _, analysis, _ = _analysis(path)
     assert analysis.conv3 is None  # 2 x 4 x 8 x 8 outputs, K = 27: below the thresholds
-    monkeypatch.setattr(tf32x3, "MIN_TILES", 1)
-    monkeypatch.setattr(tf32x3, "MIN_CONV_K", 1)
-    monkeypatch.setattr(tf32x3, "MIN_CONV_CIN", 1)
+    monkeypatch.setattr(conv_fold, "MIN_CONV_TILES", 1)
+    monkeypatch.setattr(conv_fold, "MIN_CONV_K", 1)
+    monkeypatch.setattr(conv_fold, "MIN_CONV_CIN", 1)
     task, analysis, specs = _analysis(path)
     assert analysis.conv3 is not None and analysis.conv3[0].method.count("_kforge_conv3(") == 1
     spec = next(s for s in specs if s.family == "tf32x3-conv")
@@ -445,9 +445,9 @@ def test_tf32x3_conv_folds_an_eval_batchnorm_and_fuses_the_relu_and_a_wrong_fold
     its weight and bias and the ReLU in its epilogue; a Conv2d + ReLU gets the epilogue alone; a
     norm whose input is read again stays. A training-mode BatchNorm (conv_relu) is never folded.
     Verified under the interpreter; a fold that forgets the running mean is caught as incorrect."""
-    monkeypatch.setattr(tf32x3, "MIN_TILES", 1)
-    monkeypatch.setattr(tf32x3, "MIN_CONV_K", 1)
-    monkeypatch.setattr(tf32x3, "MIN_CONV_CIN", 1)
+    monkeypatch.setattr(conv_fold, "MIN_CONV_TILES", 1)
+    monkeypatch.setattr(conv_fold, "MIN_CONV_K", 1)
+    monkeypatch.setattr(conv_fold, "MIN_CONV_CIN", 1)
     _, training, _ = _analysis(FIXTURES / "conv_relu.py")
     assert "_kforge_conv3_bn(" not in training.conv3[0].method and "torch.relu(" in training.conv3[0].method
     task, analysis, specs = _analysis(CONV_BN_RELU)
@@ -476,9 +476,9 @@ def test_tf32x3_conv_adds_a_bottlenecks_residual_in_the_epilogue_and_a_lost_resi
     last one also takes the downsampling branch's output as its residual and the final ReLU
     (``out += identity`` then ReLU: one store). The call moves after the branch it reads.
     Verified under the interpreter; the same file with the residual dropped is caught."""
-    monkeypatch.setattr(tf32x3, "MIN_TILES", 1)
-    monkeypatch.setattr(tf32x3, "MIN_CONV_K", 1)
-    monkeypatch.setattr(tf32x3, "MIN_CONV_CIN", 1)
+    monkeypatch.setattr(conv_fold, "MIN_CONV_TILES", 1)
+    monkeypatch.setattr(conv_fold, "MIN_CONV_K", 1)
+    monkeypatch.setattr(conv_fold, "MIN_CONV_CIN", 1)
     task, analysis, specs = _analysis(BOTTLENECK)
     body = analysis.conv3[0].method
     assert body.count("_kforge_conv3_bn(") == 4 and not re.search(r"self\.(bn\d|relu)\(", body), body

@@ -17,18 +17,16 @@ import inspect
 import re
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from ..guards import PrecisionGuard, TimerGuard, set_precision_flags
-from . import e2e, extract, patch, regions, spec
+from . import e2e, extract, keep, patch, regions, spec
 from .regions import Call, Region
 
 NO_WORK = {"Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "Identity", "Flatten"}
-SURVIVES = 1.01  # a region's replacement alone must make the model this much faster than eager
 
 
 def run(job: dict[str, Any]) -> dict[str, Any]:
@@ -190,7 +188,7 @@ def measure(loaded: spec.Loaded, job: dict[str, Any]) -> dict[str, Any]:
         ref64, eager, variant(None), inputs, loaded_precision(job), seed=int(job.get("seed", 0))
     )
     out["verified_all"] = {"correct": ok, "reason": why, "error": err}
-    kept = _keep(variant, eager, ref64, loaded, job, out) if ok and n else set()
+    kept = keep.regions(variant, eager, ref64, loaded, job, out) if ok and n else set()
     _unwrap(model, set(range(n)) - kept)  # the patch as written: wrappers on the kept regions only
     patch.switch(model, None)
     variants: dict[str, e2e.Forward] = {"eager": eager, "patched": model}
@@ -203,7 +201,7 @@ def measure(loaded: spec.Loaded, job: dict[str, Any]) -> dict[str, Any]:
         with torch.no_grad():
             after, whole = regions.profile(model, inputs, list(job["profile_paths"]))
         out["after"] = {"regions": after, "forward": whole}
-    wrong += [_which(name) for name in out.pop("wrong_alone", [])]
+    wrong += [keep.which(name) for name in out.pop("wrong_alone", [])]
     cheats = guards.violations() + [f"{name} computed other values while timed" for name in wrong]
     if cheats:
         return {"error": f"rejected end to end: {'; '.join(cheats)}"}
@@ -223,77 +221,6 @@ def _choose(times: dict[str, float], out: dict[str, Any]) -> None:
         mode = fastest.removeprefix("compile:")
         out["fallback"] = f"torch.compile(mode={mode!r}) of the model as it is measured fastest"
         out["kept"], out["whole_model"] = [], mode  # summary: the patch's time is that baseline's
-
-
-def _keep(
-    variant: Callable[[set[int] | None], e2e.Forward],
-    eager: e2e.Forward,
-    ref64: torch.nn.Module,
-    loaded: spec.Loaded,
-    job: dict[str, Any],
-    out: dict[str, Any],
-) -> set[int]:
-    """The regions to keep, verified together (none when together they are wrong): those
-    whose replacement alone makes the model faster than eager, or all of them when together
-    they are faster still. A replacement that hands on another memory layout (channels-last
-    convolutions) can lose alone, its output slowing the untouched regions after it, and win
-    when every region takes that layout."""
-    n, inputs, device = len(job["patch"]), loaded.inputs, torch.device(job["device"])
-    timed: dict[str, Any] = {}  # each variant's last timed output, checked below
-
-    def timer(variants: dict[str, e2e.Forward]) -> dict[str, float]:
-        return e2e.time_variants(variants, inputs, device, int(job.get("trials", 30)), timed)
-
-    everything = set(range(n))
-    variants = {"eager": eager} | {f"r{i}": variant({i}) for i in range(n)}
-    if n > 1:
-        variants["together"] = variant(everything)
-    alone = timer(variants)
-    kept = {i for i in range(n) if alone[f"r{i}"] * SURVIVES < alone["eager"]}
-    out["alone"] = {str(i): alone["eager"] / alone[f"r{i}"] for i in range(n)}
-    if n > 1:
-        out["together"] = alone["eager"] / alone["together"]
-        kept = _alone_or_together(kept, everything, alone, variant, eager, timer)
-    out["wrong_alone"] = e2e.timed_errors(timed, ref64, inputs, loaded_precision(job))
-    out["kept"] = sorted(kept)
-    if kept:
-        ok, why, err = e2e.verify(
-            ref64, eager, variant(kept), inputs, loaded_precision(job), seed=1 + int(job.get("seed", 0))
-        )
-        out["verified"] = {"correct": ok, "reason": why, "error": err}
-        if not ok:
-            kept = set()
-            out["kept"] = []
-    return kept
-
-
-def _alone_or_together(
-    kept: set[int],
-    everything: set[int],
-    times: dict[str, float],
-    variant: Callable[[set[int]], e2e.Forward],
-    eager: e2e.Forward,
-    timer: Callable[[dict[str, e2e.Forward]], dict[str, float]],
-) -> set[int]:
-    """The survivors alone, or every region when together they beat both eager and the
-    survivors (timed again beside them when there are several)."""
-    if kept == everything or times["together"] * SURVIVES >= times["eager"]:
-        return kept
-    together = times["together"]
-    if len(kept) <= 1:
-        theirs = times[f"r{min(kept)}"] if kept else times["eager"]
-    else:  # the survivors' time together is unknown: both again, in eager's units of the first round
-        again = timer({"eager": eager, "survivors": variant(kept), "together": variant(everything)})
-        scale = times["eager"] / again["eager"]
-        theirs, together = again["survivors"] * scale, again["together"] * scale
-    return everything if together < theirs else kept
-
-
-def _which(name: str) -> str:
-    """A variant of the keep step, in words."""
-    if name.startswith("r"):
-        return f"region {name[1:]} alone in the model"
-    return "the regions together in the model" if name == "together" else f"the {name} regions in the model"
 
 
 def _compiled_baselines(
@@ -374,7 +301,7 @@ class _Guards:
         from .. import compare, precision, timing, trees
 
         table: dict[str, Any] = {f"PRECISIONS[{k}]": v for k, v in precision.PRECISIONS.items()}
-        for module in (e2e, compare, trees, timing, precision, sys.modules[__name__]):
+        for module in (e2e, keep, compare, trees, timing, precision, sys.modules[__name__]):
             for name, obj in vars(module).items():
                 if inspect.isfunction(obj) or inspect.isbuiltin(obj):
                     table[f"{module.__name__}.{name}"] = obj

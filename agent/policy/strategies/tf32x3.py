@@ -38,10 +38,6 @@ from .source import Body, Spec
 
 KERNEL_FILE = "matmul_tf32x3_triton.py"
 CONV_KERNEL_FILE = ""  # kforge's own NHWC kernel (tools/gemm/conv.py), imported by the helpers
-MIN_CONV_K = 256  # C_in * KH * KW: a shorter reduction leaves the tensor cores idle (L2 21: 72)
-# A tap's channels fill less than a K block: ResNet-50's stem (3 channels, 7x7) took 2.2 ms on
-# the kernel against cuDNN's 0.46 (H100, bench_tf32x3.py --resnet, 2026-11-26).
-MIN_CONV_CIN = 16
 TILE = 128
 MIN_TILES = 132  # one wave of 128x128 output tiles on an H100: fewer leave SMs idle
 MIN_K = 512  # measured: K >= 1024 won on every KernelBench GEMM; K = 256 (L1 11's einsum) lost, 0.79x
@@ -266,70 +262,6 @@ def _matmul_operands(node: torch.fx.Node) -> tuple[Any, ...] | None:
     return None
 
 
-def _convertible(gm: torch.fx.GraphModule, node: torch.fx.Node) -> bool:
-    """An nn.Conv2d call the kernel computes: groups 1, zero padding given as numbers, fp32
-    4-D input, a tap's channels at least MIN_CONV_CIN."""
-    if node.op != "call_module" or not node.users:
-        return False
-    conv = gm.get_submodule(str(node.target))
-    x, out = _meta(node.args[0]) if node.args else None, _meta(node)
-    return (
-        isinstance(conv, torch.nn.Conv2d)
-        and conv.groups == 1
-        and conv.padding_mode == "zeros"
-        and not isinstance(conv.padding, str)
-        and x is not None
-        and out is not None
-        and x.dtype == torch.float32
-        and x.dim() == 4
-        and conv.in_channels >= MIN_CONV_CIN
-    )
-
-
-def _worth_it(gm: torch.fx.GraphModule, node: torch.fx.Node) -> bool:
-    """Enough output tiles and a long enough reduction to beat cuDNN alone."""
-    conv, out = gm.get_submodule(str(node.target)), _meta(node)
-    assert isinstance(conv, torch.nn.Conv2d) and out is not None  # _convertible
-    c_out, c_in, kh, kw = conv.weight.shape
-    pixels = out.shape[0] * out.shape[2] * out.shape[3]
-    return c_in * kh * kw >= MIN_CONV_K and -(-pixels // TILE) * -(-c_out // TILE) >= MIN_TILES
-
-
-def replace_convs(gm: torch.fx.GraphModule) -> int:
-    """When one nn.Conv2d of the graph is worth the kernel (``_worth_it``), every convertible
-    one becomes a ``_kforge_conv3`` call, and the graph's 4-D inputs go channels-last. All or
-    none: a convolution left on cuDNN would take channels-last input, slower there than NCHW,
-    and hand on its layout. ResNet-50 whole, H100, strict fp32: every convolution but the stem
-    on the kernel 8.14 ms, the faster of kernel and cuDNN chosen per layer 9.23, eager 11.79
-    (bench/bench_resnet_convs.py, 2026-11-26)."""
-    graph = gm.graph
-    convs = [node for node in graph.nodes if _convertible(gm, node)]
-    if not any(_worth_it(gm, node) for node in convs):
-        return 0
-    for node in convs:
-        conv = gm.get_submodule(str(node.target))
-        assert isinstance(conv, torch.nn.Conv2d) and not isinstance(conv.padding, str)  # _convertible
-        with graph.inserting_before(node):
-            weight = graph.get_attr(f"{node.target}.weight")
-            bias = graph.get_attr(f"{node.target}.bias") if conv.bias is not None else None
-            args = (
-                node.args[0],
-                weight,
-                bias,
-                tuple(conv.stride),
-                tuple(conv.padding),
-                tuple(conv.dilation),
-                False,
-            )
-            new = graph.create_node("call_function", conv_fold._kforge_conv3, args, name="conv3")
-        new.meta.update(node.meta)
-        node.replace_all_uses_with(new)
-        graph.erase_node(node)
-        conv_fold.fuse_epilogue(gm, new)  # an eval-mode BatchNorm folded in, a ReLU in the epilogue
-    conv_fold.channels_last_inputs(gm)
-    return len(convs)
-
-
 @dataclasses.dataclass(frozen=True)
 class _Family:
     """One kernel family: the FX pass that fires for it, the prior kernel and the wrappers
@@ -351,7 +283,7 @@ GEMM = _Family(
     "fp32 GEMMs and attention on tensor cores at fp32 accuracy (3xTF32 Triton kernels, tiles autotuned)",
 )  # fmt: skip
 CONV = _Family(
-    "tf32x3-conv", "tf32x3-conv", "tf32x3-conv", replace_convs, CONV_KERNEL_FILE, conv_fold.CONV_HELPERS,
+    "tf32x3-conv", "tf32x3-conv", "tf32x3-conv", conv_fold.replace_convs, CONV_KERNEL_FILE, conv_fold.CONV_HELPERS,
     conv_fold.HELPERS,
     "fp32 convolutions on tensor cores at fp32 accuracy (3xTF32 implicit GEMM; bias, an eval-mode"
     " BatchNorm and a ReLU fused; tiles autotuned)",

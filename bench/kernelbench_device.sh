@@ -3,6 +3,8 @@
 # the returned folder carried back in) until it prints "batch complete".
 #
 #   carry: [".kb", ".whl/agent", ".carry/kb"]     (.carry/kb holds the batch folders between calls)
+#   .kb is a KernelBench checkout's root (the folder holding KernelBench/level1 ...), e.g.
+#   git --git-dir=KERNELBENCH.git archive HEAD | tar x -C .kb   (one level deeper, no task is found)
 #   command: bash bench/kernelbench_device.sh kb-fp32 fp32 420
 #   then here: mkdir -p .carry/kb && tar xzf <files_at>/kb-fp32.tgz -C .carry/kb
 #   (before the next call: it resumes from the carried folder, so a call made without

@@ -453,6 +453,65 @@ def test_a_replacement_honest_only_while_verified_is_rejected_by_its_timed_outpu
     assert "region 0 alone in the model computed other values while timed" in figures["error"]
 
 
+MARKS_ITS_RUN = """
+import builtins as _builtins
+
+_attention = ModelNew.forward
+
+
+def _marked(self, *args):
+    _builtins._kforge_test_attention_ran = True
+    return _attention(self, *args)
+
+
+ModelNew.forward = _marked
+"""
+
+HONEST_UNLESS_TOGETHER = """
+import builtins as _builtins
+import sys as _sys
+
+_honest = ModelNew.forward
+
+
+def _forward(self, *args):  # zeros only when timed with the attention's replacement on too
+    together = getattr(_builtins, "_kforge_test_attention_ran", False)
+    _builtins._kforge_test_attention_ran = False
+    frame = _sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "time_many" and together:
+            return args[0] * 0
+        frame = frame.f_back
+    return _honest(self, *args)
+
+
+ModelNew.forward = _forward
+"""
+
+
+def test_a_replacement_that_cheats_only_beside_the_other_regions_is_caught_together(
+    vit: tuple[Path, dict[str, Any]],
+) -> None:
+    """Honest alone in the model and while verified; timed with every region swapped (the keep
+    step's "together"), it computes nothing. The timed outputs of that variant are checked too."""
+    out, manifest = vit
+    mlp, attn = region(manifest, "Mlp"), region(manifest, "Attention")
+    for name, task, code in (
+        ("mark.py", attn["task"], MARKS_ITS_RUN),
+        ("sly.py", mlp["task"], HONEST_UNLESS_TOGETHER),
+    ):
+        write_candidate(out, task, name)
+        path = out / "candidates" / name
+        path.write_text(path.read_text() + code)
+    figures = measure(
+        out,
+        [entry(mlp, {"candidate": "candidates/sly.py"}), entry(attn, {"candidate": "candidates/mark.py"})],
+    )
+    assert figures.get("error", "").startswith("rejected end to end"), figures
+    assert "the regions together in the model computed other values while timed" in figures["error"]
+    assert "alone in the model" not in figures["error"]
+
+
 CRASHES_WHEN_TIMED = """
 import os as _os
 import sys as _sys

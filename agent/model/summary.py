@@ -138,12 +138,10 @@ def gains_table(regions: list[dict[str, Any]], result: dict[str, Any]) -> Table:
             ratio(r.get("speedup_vs_eager")), ratio(r.get("speedup_vs_compile")), ratio(alone),
             "yes" if i in result.get("kept", []) else _dropped(result, i) or "no",
         )  # fmt: skip
-    left_out = [f"{regions[int(i)]['instances'][0]}: {why}" for i, why in result.get("dropped", {}).items()]
-    if result.get("together"):
-        left_out.insert(
-            0, f"all {len(regions)} together in the model: {ratio(result['together'])} over eager"
-        )
-    table.caption = "; ".join(left_out) or None
+    together = result.get("together")
+    notes = [f"all {len(regions)} together in the model: {ratio(together)} over eager"] if together else []
+    notes += [f"{regions[int(i)]['instances'][0]}: {why}" for i, why in result.get("dropped", {}).items()]
+    table.caption = "; ".join(notes) or None
     return table
 
 

@@ -83,7 +83,9 @@ def _alone_or_together(
 
 
 def which(name: str) -> str:
-    """A variant of the keep step, in words."""
-    if name.startswith("r"):
-        return f"region {name[1:]} alone in the model"
-    return "the regions together in the model" if name == "together" else f"the {name} regions in the model"
+    """A variant of the keep step ("r3", "together", "survivors"), in words."""
+    if name == "together":
+        return "the regions together in the model"
+    if name == "survivors":
+        return "the regions that survived alone, together in the model"
+    return f"region {name[1:]} alone in the model"

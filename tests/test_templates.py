@@ -470,3 +470,31 @@ def test_a_hand_written_attentions_softmax_is_sdpa_before_the_templates_see_it()
     analysis = registry.analyse_task(task, task_features(task, None, "fp32", None))
     assert analysis.fx is not None and any("attention" in f for f in analysis.fx[1])
     assert analysis.templates is None and "triton-template" not in embedded.evidence(analysis)
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_direct_launch_gives_tritons_bits_on_aligned_and_shifted_inputs():
+    """tools/launch.Direct, for real: each input first aligned, then 4 bytes off 16-byte
+    alignment (a view one element into its storage), then a single row (an int of 1 is a
+    constant to Triton), each called three times, so that every specialization is launched
+    through Triton once and directly twice. Every call equals the first, bit for bit, and the
+    direct path was taken."""
+    from kforge.tools import norms, softmax
+
+    torch.manual_seed(0)
+    base = torch.randn(257 * 1280 + 1, device="cuda")
+    w, b = 1 + 0.1 * torch.randn(1280, device="cuda"), 0.1 * torch.randn(1280, device="cuda")
+    long = torch.randn(2 * 40000 + 1, device="cuda")
+    for x in (base[:-1].view(257, 1280), base[1:].view(257, 1280), base[1:1281].view(1, 1280)):
+        outs = [norms.norm(x, None, w, b, 1e-6, False) for _ in range(3)]
+        ref = F.layer_norm(x.double(), (1280,), w.double(), b.double(), 1e-6)
+        assert float((outs[0].double() - ref).abs().max()) < 1e-5
+        assert all(torch.equal(o, outs[0]) for o in outs)
+    for x in (long[:-1].view(2, 40000), long[1:].view(2, 40000), base[1:1281].view(1, 1280)):
+        outs = [softmax.softmax(x, 0.5, True) for _ in range(3)]
+        ref = torch.log_softmax(x.double() * 0.5, -1)
+        assert float((outs[0].double() - ref).abs().max()) < 1e-5
+        assert all(torch.equal(o, outs[0]) for o in outs)
+    taken = [norms._kernel.direct, softmax._row, softmax._stats, softmax._write]
+    assert all(any(d.compiled.values()) for d in taken), "no launch took the direct path"
+    assert len(norms._kernel.direct.compiled) >= 3  # aligned, shifted, one row

@@ -7,6 +7,12 @@ looked up: 11 us of the 84 us a LayerNorm took through ``kforge::norm`` on an H1
 once per key, then launches the kernel with that configuration directly. Under
 ``TRITON_INTERPRET=1`` it launches the kernel with the fixed configuration given.
 
+``Direct`` launches a Triton kernel through the compiled kernel's own launcher once Triton has
+compiled it for the arguments' specialization (their types, 16-byte alignment, ints equal to 1
+or divisible by 16): Triton's ``kernel[grid](...)`` path builds a cache key as a string on every
+call. Any change of specialization, a launch hook (a profiler's) or an interpreter goes through
+Triton's path.
+
 ``eager_or_op`` registers a kernel's function as a custom op, which torch.compile needs to keep
 one graph, and gives the function candidates call: the op under compile, the function itself in
 eager (the op's dispatch cost 28 us a call there).
@@ -22,7 +28,16 @@ from typing import Any, ParamSpec, TypeVar
 import torch
 import triton
 
+try:  # Triton's own specialization of one argument (3.4 and later): the direct path's key
+    from triton import knobs as _knobs
+    from triton._C.libtriton import native_specialize_impl as _specialize
+    from triton.backends.compiler import BaseBackend as _Backend
+except ImportError:  # pragma: no cover - an older Triton: every launch through kernel[grid]
+    _specialize = None
+
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
+_device: Any = getattr(torch._C, "_cuda_getDevice", None)  # the current device and its stream, as
+_stream: Any = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # Triton's launch reads them
 Grid = Callable[[dict[str, Any]], tuple[int, ...]]
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -39,6 +54,59 @@ def next_power_of_2(n: int) -> int:
     return 1 << (n - 1).bit_length() if n > 0 else 0
 
 
+def _hooked(hook: Any) -> bool:
+    """Whether a launch hook is set: a function, or Triton's chain of them with one in it."""
+    return hook is not None and bool(getattr(hook, "calls", True))
+
+
+class Direct:
+    """A Triton kernel launched through its compiled launcher (the module's docstring)."""
+
+    def __init__(self, kernel: Any) -> None:
+        """``kernel``: a ``@triton.jit`` function whose parameters are the positional arguments
+        of each call, then its constexprs (passed by name)."""
+        self.kernel = kernel
+        self.names: list[str] = list(getattr(kernel, "arg_names", []))
+        self.compiled: dict[Hashable, Any] = {}
+        self.enabled = None not in (_specialize, _device, _stream) and not INTERPRETED and bool(self.names)
+
+    def __call__(self, grid: tuple[int, ...], *args: Any, **meta: Any) -> None:
+        """``kernel[grid](*args, **meta)``; ``meta``: the constexprs by name, and Triton's
+        options (``num_warps``, ``num_stages``)."""
+        if (
+            not self.enabled
+            or _hooked(_knobs.runtime.launch_enter_hook)
+            or _hooked(_knobs.runtime.launch_exit_hook)
+        ):
+            self.kernel[grid](*args, **meta)
+            return
+        device = _device()
+        key = (device, *[_specialize(_Backend, a, False, True, True) for a in args], *meta.items())
+        entry = self.compiled.get(key)
+        if not entry:
+            if entry is None:  # Triton compiles (or finds) and launches it; the next call is direct
+                compiled = self.kernel[grid](*args, **meta)
+                rest = self.names[len(args) :]
+                if compiled is None or any(name not in meta for name in rest):
+                    self.compiled[key] = ()  # a parameter's default: always through Triton
+                else:
+                    constexprs = tuple(meta[name] for name in rest)
+                    self.compiled[key] = (
+                        compiled.run,
+                        compiled.function,
+                        compiled.packed_metadata,
+                        constexprs,
+                    )
+            else:
+                self.kernel[grid](*args, **meta)
+            return
+        run, function, packed, constexprs = entry
+        g1 = grid[1] if len(grid) > 1 else 1
+        g2 = grid[2] if len(grid) > 2 else 1
+        run(grid[0], g1, g2, _stream(device), function, packed, None, None, None,
+            *args, *constexprs)  # fmt: skip
+
+
 class Tuned:
     def __init__(
         self,
@@ -49,7 +117,7 @@ class Tuned:
     ) -> None:
         """``key``: the autotuner's key (argument names); ``interpreted``: the meta-parameters
         used under the interpreter, where nothing is tuned."""
-        self.kernel = kernel
+        self.direct = Direct(kernel)
         self.tuner = None if INTERPRETED else triton.autotune(configs=configs, key=key)(kernel)
         self.interpreted = interpreted
         self.chosen: dict[Hashable, dict[str, Any]] = {}
@@ -59,7 +127,7 @@ class Tuned:
         and the constexprs would (it names the configuration chosen for it)."""
         if self.tuner is None:
             meta = {**constexprs, **self.interpreted}
-            self.kernel[grid(meta)](*args, **meta)
+            self.direct(grid(meta), *args, **meta)
             return
         chosen = self.chosen.get(key)
         if chosen is None:
@@ -67,7 +135,7 @@ class Tuned:
             self.chosen[key] = self.tuner.best_config.all_kwargs()
             return
         meta = {**constexprs, **chosen}
-        self.kernel[grid(meta)](*args, **meta)
+        self.direct(grid(meta), *args, **meta)
 
 
 def eager_or_op(name: str, impl: Callable[P, R], fake: Callable[..., Any]) -> tuple[Any, Callable[P, R]]:

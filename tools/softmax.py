@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .launch import cdiv, eager_or_op, next_power_of_2
+from .launch import Direct, cdiv, eager_or_op, next_power_of_2
 
 ROW_MAX = 8192  # the widest row kept whole in one program's registers
 CHUNK = 4096  # columns per program on longer rows
@@ -78,6 +78,9 @@ def _warps(block: int) -> int:
     return 4 if block <= 1024 else 8 if block <= 4096 else 16
 
 
+_row, _stats, _write = Direct(row_kernel), Direct(chunk_stats_kernel), Direct(chunk_write_kernel)
+
+
 def _softmax(x: torch.Tensor, scale: float, log: bool) -> torch.Tensor:
     """(log_)softmax(x * scale, dim=-1) for an fp32 tensor."""
     if x.dtype != torch.float32 or x.dim() == 0:
@@ -94,7 +97,8 @@ def _softmax(x: torch.Tensor, scale: float, log: bool) -> torch.Tensor:
         return y.reshape(x.shape)
     if width <= ROW_MAX:
         block = next_power_of_2(width)
-        row_kernel[(rows,)](
+        _row(
+            (rows,),
             x2,
             y,
             width,
@@ -110,10 +114,19 @@ def _softmax(x: torch.Tensor, scale: float, log: bool) -> torch.Tensor:
     maxes = torch.empty((rows, chunks), device=x.device, dtype=torch.float32)
     sums = torch.empty_like(maxes)
     warps = _warps(CHUNK)
-    chunk_stats_kernel[(rows, chunks)](
-        x2, maxes, sums, width, x2.stride(0), chunks, float(scale), BLOCK=CHUNK, num_warps=warps
+    _stats(
+        (rows, chunks),
+        x2,
+        maxes,
+        sums,
+        width,
+        x2.stride(0),
+        chunks,
+        float(scale),
+        BLOCK=CHUNK,
+        num_warps=warps,
     )
-    chunk_write_kernel[(rows, chunks)](
+    _write((rows, chunks),
         x2, y, maxes, sums, width, x2.stride(0), y.stride(0), chunks, float(scale),
         LOG=log, BLOCK=CHUNK, CHUNKS_P2=next_power_of_2(chunks), num_warps=warps,
     )  # fmt: skip

@@ -56,6 +56,15 @@ for shape, rms, res, affine, strided in [((3, 5, 100), False, True, True, False)
         y = norms.norm(x, None, w, b, 1e-5, rms)
     err, base = float((y.double() - ref).abs().max()), float((fp32.double() - ref).abs().max())
     worst = max(worst, err / max(base, 1e-7), key=lambda v: (v != v, v))  # a NaN wins
+# dense operands go to the kernel as they are (rows width apart): one whose size-1 dim has an
+# odd stride is still dense; beside a strided residual, then with the two swapped
+dense = torch.randn(4, 64).as_strided((4, 1, 64), (64, 999, 1))
+strided = torch.cat([torch.randn(4, 1, 64)] * 2, -1)[..., :64]
+assert dense.is_contiguous() and not strided.is_contiguous()
+for a, b in ((dense, strided), (strided, dense)):
+    y, hh = norms.add_norm(a, b, None, None, 1e-5, False)
+    assert torch.equal(hh, a + b), "the residual stream"
+    assert torch.allclose(y, F.layer_norm(a + b, (64,), eps=1e-5), atol=1e-5), "the norm"
 print(worst)
 """
     assert float(interpreted(PRELUDE + code)) < 4.0  # within a few times PyTorch's own fp32 rounding

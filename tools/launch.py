@@ -73,6 +73,12 @@ class Direct:
     def __call__(self, grid: tuple[int, ...], *args: Any, **meta: Any) -> None:
         """``kernel[grid](*args, **meta)``; ``meta``: the constexprs by name, and Triton's
         options (``num_warps``, ``num_stages``)."""
+        self.launch(grid, args, meta, tuple(meta.items()))
+
+    def launch(
+        self, grid: tuple[int, ...], args: tuple[Any, ...], meta: dict[str, Any], items: Hashable
+    ) -> None:
+        """As a call, with ``items`` = ``tuple(meta.items())`` given (a caller that keeps it)."""
         if (
             not self.enabled
             or _hooked(_knobs.runtime.launch_enter_hook)
@@ -81,7 +87,7 @@ class Direct:
             self.kernel[grid](*args, **meta)
             return
         device = _device()
-        key = (device, *[_specialize(_Backend, a, False, True, True) for a in args], *meta.items())
+        key = (device, items, *[_specialize(_Backend, a, False, True, True) for a in args])
         entry = self.compiled.get(key)
         if not entry:
             if entry is None:  # Triton compiles (or finds) and launches it; the next call is direct
@@ -120,7 +126,8 @@ class Tuned:
         self.direct = Direct(kernel)
         self.tuner = None if INTERPRETED else triton.autotune(configs=configs, key=key)(kernel)
         self.interpreted = interpreted
-        self.chosen: dict[Hashable, dict[str, Any]] = {}
+        # key -> (the autotuner's choice, the launch's meta-parameters, their items)
+        self.chosen: dict[Hashable, tuple[dict[str, Any], dict[str, Any], Hashable]] = {}
 
     def __call__(self, key: Hashable, grid: Grid, *args: Any, **constexprs: Any) -> None:
         """Launch over ``grid(meta)``; ``key`` must tell apart every call the autotuner's key
@@ -132,10 +139,12 @@ class Tuned:
         chosen = self.chosen.get(key)
         if chosen is None:
             self.tuner[grid](*args, **constexprs)
-            self.chosen[key] = self.tuner.best_config.all_kwargs()
+            best = self.tuner.best_config.all_kwargs()
+            meta = {**constexprs, **best}
+            self.chosen[key] = (best, meta, tuple(meta.items()))
             return
-        meta = {**constexprs, **chosen}
-        self.direct(grid(meta), *args, **meta)
+        _, meta, items = chosen
+        self.direct.launch(grid(meta), args, meta, items)
 
 
 def eager_or_op(name: str, impl: Callable[P, R], fake: Callable[..., Any]) -> tuple[Any, Callable[P, R]]:

@@ -98,22 +98,24 @@ def _launch(
         raise ValueError(f"kforge norm: {why}; call the PyTorch norm instead")
     if residual is not None and residual.shape != x.shape:
         raise ValueError(f"kforge norm: residual {tuple(residual.shape)} is not x's {tuple(x.shape)}")
-    x2 = _rows(x)
-    r2 = _rows(residual) if residual is not None else x2
-    y = torch.empty(x.shape, device=x.device, dtype=torch.float32)
-    h = torch.empty(x.shape, device=x.device, dtype=torch.float32) if store_h else y
-    rows = x2.shape[0]
+    # Contiguous operands (the usual case) go as they are, rows width apart: each view or
+    # allocation with keywords costs microseconds of host time, which is what a norm's call is.
+    x2 = x if x.is_contiguous() else _rows(x)
+    r2 = x2 if residual is None else residual if residual.is_contiguous() else _rows(residual)
+    stride_x = width if x2 is x else x2.stride(0)  # dense: rows width apart (size-1 dims aside)
+    stride_r = stride_x if residual is None else width if r2 is residual else r2.stride(0)
+    y = torch.empty_like(x, memory_format=torch.contiguous_format)
+    h = torch.empty_like(y) if store_h else y
+    rows = x.numel() // width
     if rows == 0:
         return y, h
-    y2, h2 = y.view(-1, width), h.view(-1, width)
-    w = weight.contiguous() if weight is not None else y2
-    b = bias.contiguous() if bias is not None else y2
-    flags = (residual is not None, store_h, weight is not None, bias is not None, rms)
+    w = y if weight is None else weight if weight.is_contiguous() else weight.contiguous()
+    b = y if bias is None else bias if bias.is_contiguous() else bias.contiguous()
+    has_res, has_w, has_b = residual is not None, weight is not None, bias is not None
     _kernel(
-        (width, flags), lambda meta: (cdiv(rows, meta["ROWS_PER"]),),
-        x2, r2, w, b, y2, h2, rows, width, float(eps), x2.stride(0), r2.stride(0), y2.stride(0), h2.stride(0),
-        HAS_RES=flags[0], STORE_H=store_h, HAS_W=flags[2], HAS_B=flags[3], RMS=rms,
-        BLOCK_N=next_power_of_2(width),
+        (width, has_res, store_h, has_w, has_b, rms), lambda meta: (cdiv(rows, meta["ROWS_PER"]),),
+        x2, r2, w, b, y, h, rows, width, float(eps), stride_x, stride_r, width, width,
+        HAS_RES=has_res, STORE_H=store_h, HAS_W=has_w, HAS_B=has_b, RMS=rms, BLOCK_N=next_power_of_2(width),
     )  # fmt: skip
     return y, h
 

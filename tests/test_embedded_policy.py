@@ -98,6 +98,7 @@ def test_later_rounds_tune_the_winner():
     attempts = [_measured(p, i, 0.01 if p is winner else 0.05) for i, p in enumerate(first)]
     second = policy.propose(_ctx("scale_tanh", attempts), 2)
     assert second and second[0].strategy in (
+        "cpp-wrapper+compile-default",
         "compile-default+cuda-graph",
         "compile-max-autotune-no-cudagraphs",
     )
@@ -233,3 +234,15 @@ def test_the_attempt_the_user_chose_is_tuned_first_and_recorded_as_parent():
     ctx = _ctx("scale_tanh", attempts)
     ctx.base = slower
     assert policy.propose(ctx, 2)[0].parent == slower
+
+
+@pytest.mark.parametrize("eager_ms, before", [(0.05, True), (5.0, False)])
+def test_the_cpp_wrapper_goes_just_before_the_default_mode_where_a_call_is_short(eager_ms, before):
+    """compile-cpp-wrapper has no trajectories: it is scored as compile-default (the same
+    kernels), ahead of it where eager takes under HOST_BOUND_MS (host time is most of a call),
+    behind it where not (a C++ build for little gain)."""
+    ordered = [
+        s.family for s in EmbeddedPolicy().ordered(_ctx("scale_tanh", eager_ms=eager_ms, compile_ms=eager_ms))
+    ]
+    cpp, default = ordered.index("compile-cpp-wrapper"), ordered.index("compile-default")
+    assert abs(cpp - default) == 1 and (cpp < default) == before, ordered

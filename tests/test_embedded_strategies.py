@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import dataclasses
 import importlib.util
 import re
 import sys
@@ -15,7 +16,7 @@ import pytest
 import torch
 from kforge.agent.policy import embedded
 from kforge.agent.policy.features import task_features
-from kforge.agent.policy.strategies import conv_fold, registry, tf32x3
+from kforge.agent.policy.strategies import compile_modes, conv_fold, registry, tf32x3
 from kforge.agent.policy.strategies.source import REFERENCE, Spec, reference_module
 from kforge.examples import ROOT as EXAMPLES
 from kforge.tools.evaluate import evaluate_many
@@ -702,3 +703,46 @@ def test_epilogue_activations_are_read_in_every_form_and_in_place_only_from_a_so
     gm = torch.fx.symbolic_trace(Shared())
     (fc,) = [n for n in gm.graph.nodes if n.op == "call_module"]
     assert not tf32x3.fuse_activation(gm, fc)
+
+
+def test_the_cpp_wrapper_candidate_lowers_with_inductors_cpp_wrapper_and_returns_the_tasks_output(
+    tmp_path, monkeypatch
+):
+    """compile-cpp-wrapper (a GPU family; its source runs anywhere): Inductor lowers the
+    candidate with its C++ wrapper on, alone and merged with nchw's options, and the plain
+    compile after it without; every output equals the task's. A mode other than default is
+    refused when the source is built."""
+    import torch._inductor.config
+    from torch._inductor.graph import GraphLowering
+
+    seen: list[bool] = []
+    original = GraphLowering.__init__
+
+    def record(self, *args, **kwargs):
+        seen.append(bool(torch._inductor.config.cpp_wrapper))
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(GraphLowering, "__init__", record)
+    monkeypatch.setattr(torch._inductor.config, "force_disable_caches", True)  # every compile lowers
+    path = FIXTURES / "conv_tanh.py"
+    task, analysis, specs = _analysis(path)
+    names = {s.name for s in _all_specs(analysis, specs)}
+    assert {"cpp-wrapper+compile-default", "nchw+cpp-wrapper+compile-default"} <= names
+    reference = _load(path.read_text(), tmp_path, "ref_conv_tanh_cpp")
+    torch.manual_seed(0)
+    ref = reference.Model()
+    x = reference.get_inputs()
+    torch._dynamo.reset()
+    for i, name in enumerate(("cpp-wrapper+compile-default", "nchw+cpp-wrapper+compile-default")):
+        spec = next(s for s in _all_specs(analysis, specs) if s.name == name)
+        module = _load(registry.build(task, spec, analysis), tmp_path, f"cand_cpp_{i}")
+        new = module.ModelNew()
+        new.load_state_dict(ref.state_dict())
+        with torch.no_grad():
+            torch.testing.assert_close(new(*x), ref(*x), rtol=1e-4, atol=1e-4)
+    with torch.no_grad():
+        torch.compile(ref)(*x)
+    assert seen == [True, True, False]
+    tuned = dataclasses.replace(compile_modes.CPP_WRAPPER, mode="max-autotune")
+    with pytest.raises(ValueError, match="default mode only"):
+        registry.build(task, tuned, analysis)

@@ -15,7 +15,7 @@ from ...tools.result import Status
 from ...tools.task import source_hash
 from .base import AttemptView, Context, Proposal
 from .embedded_analysis import analysis, plan_text
-from .features import task_features
+from .features import TaskFeatures, task_features
 from .ranker import RankerModel, fixed_order, load_model
 from .ranker_data import features_line
 from .strategies.registry import TaskAnalysis, analyse_task, base_specs, build, variants
@@ -46,6 +46,18 @@ CONV_ON_KERNEL = 1.0
 # three-candidate round never measured it. It goes second, after the ranker's first choice.
 TEMPLATE_ON_KERNEL = 2.0
 SECOND = ("triton-template",)  # families placed second when the analysis found their pattern
+# Families the ranker has no trajectories of, scored as the family they refine (the same
+# kernels), just before it where a call is short (host time is most of it), just after where not.
+ALIASES = {"compile-cpp-wrapper": "compile-default"}
+HOST_BOUND_MS = 1.0  # eager's time below which the C++ wrapper goes before the default mode
+
+
+def _aliased(family: str, features: TaskFeatures) -> tuple[str, float]:
+    """(the family the ranker scores for ``family``, the score added)."""
+    if family not in ALIASES:
+        return family, 0.0
+    short = features.eager_ms is not None and 0 < features.eager_ms < HOST_BOUND_MS
+    return ALIASES[family], 0.1 if short else -0.1
 
 
 def evidence(task: TaskAnalysis) -> dict[str, float]:
@@ -114,8 +126,10 @@ class EmbeddedPolicy:
             rank = {family: float(i) for i, family in enumerate(fixed_order(s.family for s in specs))}
             return _second(sorted(specs, key=lambda s: (-bonus.get(s.family, 0.0), rank[s.family])), bonus)
         vector = task.features.vector()
+        aliased = {s.family: _aliased(s.family, task.features) for s in specs}
         score = {
-            s.family: self.ranker.score(s.family, vector)
+            s.family: self.ranker.score(aliased[s.family][0], vector)
+            + aliased[s.family][1]
             - COST_PENALTY.get(s.family, 0.0)
             + bonus.get(s.family, 0.0)
             for s in specs

@@ -32,6 +32,7 @@ DEFAULT_ORDER = (
     "tf32x3-gemm",
     "hgemm-tuned",
     "compile-default",
+    "compile-cpp-wrapper",
     "cudnn-compile",
     "cuda-graph",
     "compile-reduce-overhead",
@@ -160,9 +161,16 @@ def variants(spec: Spec, analysis: TaskAnalysis, device: str) -> list[Spec]:
         if on_gpu:
             out.append(dataclasses.replace(combo, runner="cuda-graph"))
     elif spec.runner == "compile" and spec.mode == "default" and on_gpu:
-        out.append(dataclasses.replace(combo, runner="compile-graph"))
+        if "cpp-wrapper" not in spec.flags:  # the same kernels, less host time a call
+            out.append(dataclasses.replace(combo, flags=(*spec.flags, "cpp-wrapper")))
+        out.append(
+            dataclasses.replace(
+                combo, runner="compile-graph", flags=tuple(f for f in spec.flags if f != "cpp-wrapper")
+            )
+        )
         tuned = compile_modes.compile_spec("max-autotune-no-cudagraphs", analysis.features)
-        out.append(dataclasses.replace(combo, mode=tuned.mode, flags=(*spec.flags, *tuned.flags)))
+        untuned = tuple(f for f in spec.flags if f != "cpp-wrapper")  # built for the default mode only
+        out.append(dataclasses.replace(combo, mode=tuned.mode, flags=(*untuned, *tuned.flags)))
     elif spec.runner == "cuda-graph":
         out.append(dataclasses.replace(combo, runner="compile-graph", mode="default"))
     # a layout (channels-last, or nchw inside Inductor) for 2D/3D convolutions with none set yet

@@ -90,8 +90,20 @@ def runner_code(spec: Spec) -> str:
 
 def _compile_args(spec: Spec) -> str:
     """torch.compile's arguments: the mode, or with "nchw" the mode's options plus
-    layout_optimization off, for this compile only (torch.compile takes one or the other)."""
-    return f"options=_kforge_nchw({spec.mode!r})" if "nchw" in spec.flags else f"mode={spec.mode!r}"
+    layout_optimization off, for this compile only (torch.compile takes one or the other);
+    with "cpp-wrapper" Inductor's C++ wrapper on as well (compile_modes.CPP_WRAPPER)."""
+    cpp = "cpp-wrapper" in spec.flags
+    if "nchw" in spec.flags:
+        return (
+            f"options={{**_kforge_nchw({spec.mode!r}), 'cpp_wrapper': True}}"
+            if cpp
+            else f"options=_kforge_nchw({spec.mode!r})"
+        )
+    if cpp:
+        if spec.mode != "default":  # the other modes' options need torch._inductor imported first
+            raise ValueError(f"{spec.name}: the C++ wrapper is built for the default mode only")
+        return "options={'cpp_wrapper': True}"
+    return f"mode={spec.mode!r}"
 
 
 def forward_code(spec: Spec) -> str:

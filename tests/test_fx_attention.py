@@ -26,6 +26,7 @@ def get_inputs():
 def get_init_inputs():
     return []
 """
+REALISTIC_DEV = Path(__file__).resolve().parents[1] / "bench" / "realistic" / "dev"
 HEAD = "import math\nimport torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\n"
 
 GPT_CAUSAL = '''
@@ -86,6 +87,36 @@ def get_init_inputs():
 '''
 
 
+TRANSFORMERS_EAGER = '''
+def repeat_kv(x, groups):
+    b, h, s, d = x.shape
+    return x[:, :, None, :, :].expand(b, h, groups, s, d).reshape(b, h * groups, s, d)
+
+
+class Model(nn.Module):
+    """transformers' eager attention with grouped key heads: repeat_kv, a causal mask added from
+    a buffer, softmax with dtype=float32, as Qwen2 and Llama write it."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("mask", torch.full((16, 16), float("-inf")).triu(1)[None, None])
+
+    def forward(self, q, k, v):
+        k, v = repeat_kv(k, 3), repeat_kv(v, 3)
+        scores = torch.matmul(q, k.transpose(2, 3)) / 8**0.5
+        scores = scores + self.mask[:, :, : q.shape[2], : k.shape[2]]
+        return torch.matmul(nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype), v)
+
+
+def get_inputs():
+    return [torch.randn(2, 6, 16, 8), torch.randn(2, 2, 16, 8), torch.randn(2, 2, 16, 8)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
 def _forward(body: str) -> str:
     return HEAD + "class Model(nn.Module):\n    def forward(self, q, k, v):\n" + body + TAIL
 
@@ -105,6 +136,13 @@ MATCHES = {
         "        m = torch.tril(torch.ones(16, 16, device=q.device)) == 0\n"
         "        return torch.softmax((q @ k.transpose(-2, -1)).masked_fill(m, -math.inf), dim=-1) @ v\n"
     ),
+    "transformers_eager_gqa": HEAD + TRANSFORMERS_EAGER,
+    "repeat_interleave_gqa": HEAD
+    + TRANSFORMERS_EAGER.replace(
+        "k, v = repeat_kv(k, 3), repeat_kv(v, 3)",
+        "k, v = k.repeat_interleave(3, dim=1), v.repeat_interleave(3, 1)",
+    ),
+    "additive_bias_second_diagonal": HEAD + TRANSFORMERS_EAGER.replace(".triu(1)", ".triu(2)"),
     "triu_second_diagonal": _forward(  # keeps one entry past the diagonal: not causal, a boolean mask
         "        m = torch.triu(torch.ones(16, 16, device=q.device, dtype=torch.bool), diagonal=2)\n"
         "        return torch.softmax((q @ k.transpose(-2, -1)).masked_fill(m, float('-inf')), dim=-1) @ v\n"
@@ -123,6 +161,10 @@ LEFT_ALONE = {
         "        s = (q @ k.transpose(-2, -1) + q[..., :1]) / 8.0\n        return torch.softmax(s, dim=-1) @ v\n"
     ),
     "not_transposed_k": _forward("        return torch.softmax(q @ k.mT.mT.transpose(0, 1), dim=-1) @ v\n"),
+    "softmax_cast_to_float64": HEAD
+    + TRANSFORMERS_EAGER.replace("dtype=torch.float32", "dtype=torch.float64"),
+    "probs_cast_to_float64": HEAD
+    + TRANSFORMERS_EAGER.replace(".to(q.dtype), v)", ".to(torch.float64), v.double())"),
 }
 
 
@@ -186,7 +228,14 @@ def test_the_rewritten_attention_is_ok_by_the_evaluator(
 
 @pytest.mark.parametrize(
     ("name", "causal"),
-    [("inline_triu", True), ("inline_tril_eq", True), ("gpt_causal", True), ("triu_second_diagonal", False)],
+    [
+        ("inline_triu", True),
+        ("inline_tril_eq", True),
+        ("gpt_causal", True),
+        ("triu_second_diagonal", False),
+        ("transformers_eager_gqa", True),
+        ("additive_bias_second_diagonal", False),
+    ],
 )
 def test_a_causal_mask_built_in_the_forward_becomes_is_causal(
     tmp_path: Path, name: str, causal: bool
@@ -196,6 +245,31 @@ def test_a_causal_mask_built_in_the_forward_becomes_is_causal(
     _, analysis = _task(tmp_path, name, MATCHES[name])
     method = analysis.fx[0].method
     assert ("is_causal = True" in method) == causal and ("attn_mask" in method) != causal, method
+
+
+@pytest.mark.parametrize("name", ["transformers_eager_gqa", "repeat_interleave_gqa"])
+def test_repeated_key_heads_become_enable_gqa_on_the_unrepeated_tensors(tmp_path: Path, name: str) -> None:
+    """Key and value heads repeated for grouped-query attention (transformers' repeat_kv, or
+    repeat_interleave) are SDPA's enable_gqa over the tensors before the repeat: no repeated
+    copy is made (the outputs match: test_hand_written_attention_becomes_sdpa...)."""
+    _, analysis = _task(tmp_path, name, MATCHES[name])
+    method = analysis.fx[0].method
+    assert "enable_gqa = True" in method and "expand" not in method and "repeat" not in method, method
+
+
+@pytest.mark.parametrize("name", ["llama_eager_attention", "qwen_gqa_attention_eager"])
+def test_transformers_eager_attention_at_real_shapes_goes_to_the_3xtf32_flash_kernel(name: str) -> None:
+    """The realistic development tasks in transformers' eager form (Llama 3.2 3B, Qwen2 7B:
+    head dim 128, grouped heads): the 3xTF32 pass puts the SDPA the attention pass made on
+    kforge's flash kernel, causal, over the unrepeated key and value heads, and the policy
+    gives the family its attention bonus (round one)."""
+    from kforge.agent.policy import embedded
+
+    task = load_task(REALISTIC_DEV / f"{name}.py")
+    analysis = registry.analyse_task(task, task_features(task, None, "fp32", None))
+    assert analysis.gemm3 is not None, analysis.notes
+    assert "_kforge_sdpa3(q, k, v, True, " in analysis.gemm3[0].method, analysis.gemm3[0].method
+    assert embedded.evidence(analysis).get("tf32x3-gemm") == embedded.ATTENTION_ON_KERNEL
 
 
 def test_a_buffer_that_is_not_causal_stays_a_boolean_mask(tmp_path: Path) -> None:

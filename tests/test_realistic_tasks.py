@@ -38,9 +38,13 @@ def test_each_task_loads_and_runs_on_meta_at_its_real_shapes(path: Path) -> None
 
 def test_the_sets_are_apart_and_each_spans_llm_vision_and_recommender_blocks() -> None:
     dev, held, unseen = ({p.stem for p in _tasks(s)} for s in SETS)
-    assert len(dev) >= 10 and len(held) >= 8 and len(unseen) >= 10
+    assert len(dev) >= 10 and len(held) >= 8 and len(unseen) >= 9
     assert not dev & held and not dev & unseen and not held & unseen
     for name in SETS:
         text = " ".join(p.read_text().split('"""')[1].lower() for p in _tasks(name))
         for kind in ("llama", "vit", "recommender", "attention", "batchnorm"):
+            # unseen/'s one attention block moved to dev/ once its form prompted a change (its
+            # first measurement stands): 2026-11-26
+            if name == "unseen" and kind == "attention":
+                continue
             assert kind in text or (kind == "llama" and "bert" in text), (name, kind)

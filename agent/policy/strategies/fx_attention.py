@@ -14,8 +14,12 @@ writes the (L, S) score and probability matrices to memory (flash or memory-effi
 kernels; in strict fp32 the memory-efficient one, which computes in fp32). It is the same
 function: the scale is passed as the pattern computes it (1.0 when it has none), a
 ``masked_fill(m, -inf)`` becomes the boolean mask ``~m``, an additive mask is passed as it is.
-Anything else (intermediates used elsewhere, the probabilities returned, a finite fill
-value, an additive mask before the scale, batch dimensions that broadcast) is left alone.
+Also transformers' eager form: key and value heads repeated for grouped-query attention
+(``repeat_kv`` or ``repeat_interleave``) become the unrepeated tensors with ``enable_gqa``; a
+causal mask added from a buffer (0 on and below the diagonal, -inf above) becomes
+``is_causal``; ``softmax(..., dtype=torch.float32)`` on fp32 scores is no cast. Anything else
+(intermediates used elsewhere, the probabilities returned, a finite fill value, an additive
+mask before the scale, batch dimensions that broadcast) is left alone.
 """
 
 from __future__ import annotations
@@ -104,6 +108,9 @@ def _match(gm: torch.fx.GraphModule, out: Node) -> dict[str, Any] | None:
     elif (drop := _module(gm, probs, torch.nn.Dropout)) is not None and drop.p == 0:
         inner = probs.args[0]
         probs = inner if isinstance(inner, Node) and _only_user(inner, probs) else None
+    if probs is not None and _same_dtype_cast(probs):  # softmax(...).to(q.dtype) on fp32
+        inner = probs.args[0]
+        probs = inner if isinstance(inner, Node) and _only_user(inner, probs) else None
     if probs is None:
         return None
     shape = _shape(probs)
@@ -118,13 +125,31 @@ def _match(gm: torch.fx.GraphModule, out: Node) -> dict[str, Any] | None:
         return None
     if not _last_dim(dim, len(shape)):
         return None
-    return _scores(probs.args[0], probs, v)
+    found = _scores(probs.args[0], probs, v)
+    return _grouped(found) if found is not None else None
+
+
+def _same_dtype_cast(node: Node) -> bool:
+    """``x.to(dtype)`` or ``x.type(dtype)`` (a dtype, or another tensor's ``.dtype``) that leaves
+    x's dtype as it is: no cast."""
+    if not _call(node, (), ("to", "type")) or len(node.args) != 2 or node.kwargs:
+        return False
+    target = node.args[1]
+    named = isinstance(target, torch.dtype) or (
+        _call(target, (getattr,)) and len(target.args) == 2 and target.args[1] == "dtype"  # type: ignore[union-attr]
+    )
+    before, after = (n.meta.get("tensor_meta") for n in (node.args[0], node) if isinstance(n, Node))  # type: ignore[misc]
+    return named and getattr(before, "dtype", 0) == getattr(after, "dtype", 1)
 
 
 def _casts(softmax: Node) -> bool:
-    """Whether the softmax names an output dtype (SDPA's output keeps the input's)."""
+    """Whether the softmax casts (SDPA's output keeps the input's dtype): a dtype named that is
+    not the scores' own (transformers' ``softmax(scores, dtype=torch.float32)`` on fp32 scores
+    does not cast)."""
     values = [*softmax.args[2:], softmax.kwargs.get("dtype")]
-    return any(isinstance(v, torch.dtype) for v in values)
+    meta = softmax.args[0].meta.get("tensor_meta") if isinstance(softmax.args[0], Node) else None
+    own = getattr(meta, "dtype", None)
+    return any(isinstance(v, torch.dtype) and v != own for v in values)
 
 
 def _scores(node: Any, user: Node, v: Any) -> dict[str, Any] | None:
@@ -173,6 +198,56 @@ def _same_batch(found: dict[str, Any]) -> bool:
     if q is None or k is None or v is None or not len(q) == len(k) == len(v) >= 3:
         return False
     return q[:-2] == k[:-2] == v[:-2] and q[-1] == k[-1] and k[-2] == v[-2]
+
+
+def _repeated_heads(node: Any) -> tuple[Node, int] | None:
+    """(x, groups) when ``node`` repeats each head of a (B, H, S, D) ``x`` ``groups`` times in a
+    row along dim 1, as grouped-query attention's key and value heads are repeated:
+    transformers' ``repeat_kv`` (``x[:, :, None].expand(B, H, g, S, D).reshape(B, H * g, S, D)``)
+    or ``x.repeat_interleave(g, dim=1)``. Query head i then reads key head i // g, which is what
+    SDPA's ``enable_gqa`` computes."""
+    shape = _shape(node)
+    if shape is None or len(shape) != 4:
+        return None
+    if _call(node, (torch.repeat_interleave,), ("repeat_interleave",)):
+        source, groups, dim = node.args[0], _arg(node, 1, "repeats"), _arg(node, 2, "dim")
+        ss = _shape(source)
+        if isinstance(groups, int) and groups > 0 and dim in (1, -3) and ss is not None and len(ss) == 4:
+            return (source, groups) if ss[1] * groups == shape[1] else None  # type: ignore[return-value]
+        return None
+    if not _call(node, (torch.reshape,), ("reshape", "view")) or not _only_user(node.args[0], node):
+        return None
+    expanded = node.args[0]
+    if not _call(expanded, (), ("expand",)) or not _only_user(expanded.args[0], expanded):
+        return None
+    unsqueezed, es = expanded.args[0], _shape(expanded)
+    if es is None or len(es) != 5 or es[:2] + es[3:] != (shape[0], shape[1] // es[2], *shape[2:]):
+        return None
+    if es[1] * es[2] != shape[1]:
+        return None
+    x: Any = None
+    if _call(unsqueezed, (operator.getitem,)) and isinstance(unsqueezed.args[1], tuple):
+        index = unsqueezed.args[1]
+        whole = slice(None, None, None)
+        if len(index) == 5 and index[2] is None and all(i == whole for i in index[:2] + index[3:]):
+            x = unsqueezed.args[0]
+        elif len(index) == 3 and index[2] is None and index[:2] == (whole, whole):
+            x = unsqueezed.args[0]
+    elif _call(unsqueezed, (torch.unsqueeze,), ("unsqueeze",)) and _arg(unsqueezed, 1, "dim") == 2:
+        x = unsqueezed.args[0]
+    xs = _shape(x)
+    if xs is None or xs != (es[0], es[1], es[3], es[4]):
+        return None
+    return x, es[2]
+
+
+def _grouped(found: dict[str, Any]) -> dict[str, Any]:
+    """``found`` with k and v unrepeated and ``gqa`` set, when both repeat their heads the same
+    number of times (else as it was)."""
+    k, v = _repeated_heads(found["k"]), _repeated_heads(found["v"])
+    if k is None or v is None or k[1] != v[1] or k[1] < 2:
+        return found
+    return {**found, "k": k[0], "v": v[0], "gqa": True}
 
 
 def _ones(node: Any, size: tuple[int, int]) -> bool:
@@ -247,6 +322,22 @@ def _causal(mask: Any, q: tuple[int, ...] | None, k: tuple[int, ...] | None, buf
     return False
 
 
+def _causal_bias(mask: Any, q: tuple[int, ...] | None, k: tuple[int, ...] | None, buffers: Buffers) -> bool:
+    """Whether the additive ``mask`` is the causal one: a buffer's value, sliced to the scores'
+    size, that is 0 on and below the diagonal and -inf above (``full(-inf).triu(1)``, as
+    transformers' eager attention adds it)."""
+    if q is None or k is None:
+        return False
+    size = (q[-2], k[-2])
+    value = _sliced_buffer(mask, buffers, size)
+    if value is None or not value.is_floating_point():
+        return False
+    causal = torch.zeros(size, dtype=value.dtype).masked_fill(
+        torch.ones(size, dtype=torch.bool).triu(1), -math.inf
+    )
+    return bool(torch.equal(value, causal.expand_as(value)))
+
+
 def sdpa_attention(gm: torch.fx.GraphModule) -> int:
     """Rewrite every hand-written attention in ``gm`` (shapes propagated); returns how many."""
     graph, count = gm.graph, 0
@@ -259,16 +350,25 @@ def sdpa_attention(gm: torch.fx.GraphModule) -> int:
             scale: Any = 1.0
             if isinstance(found["scale"], tuple):
                 how, value = found["scale"]
-                scale = value if how == "mul" else graph.call_function(operator.truediv, (1.0, value))
+                if how == "mul":
+                    scale = value
+                elif isinstance(value, int | float):  # a number: SDPA's scale stays a number
+                    scale = 1.0 / value
+                else:
+                    scale = graph.call_function(operator.truediv, (1.0, value))
             kwargs: dict[str, Any] = {"scale": scale}
             if found["mask"] is not None:
                 how, mask = found["mask"]
                 if how == "fill" and _causal(mask, _shape(found["q"]), _shape(found["k"]), buffers):
                     kwargs["is_causal"] = True  # kernels skip the masked blocks
+                elif how == "add" and _causal_bias(mask, _shape(found["q"]), _shape(found["k"]), buffers):
+                    kwargs["is_causal"] = True
                 elif how == "fill":
                     kwargs["attn_mask"] = graph.call_function(torch.logical_not, (mask,))
                 else:
                     kwargs["attn_mask"] = mask
+            if found.get("gqa"):
+                kwargs["enable_gqa"] = True
             attention = graph.call_function(
                 F.scaled_dot_product_attention, (found["q"], found["k"], found["v"]), kwargs
             )

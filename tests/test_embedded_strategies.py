@@ -185,6 +185,10 @@ def test_family_of_inverts_the_names():
     assert registry.family_of("cudnn-benchmark+nchw+compile-default") == "combo"
     assert registry.family_of("aten-convs+compile-max-autotune") == "compile-max-autotune"
     assert (
+        registry.family_of("cpp-wrapper+compile-default") == "compile-cpp-wrapper"
+    )  # its trajectories count
+    assert registry.family_of("nchw+cpp-wrapper+compile-default") == "combo"
+    assert (
         registry.family_of("aten-convs+compile-max-autotune-no-cudagraphs")
         == "compile-max-autotune-no-cudagraphs"
     )

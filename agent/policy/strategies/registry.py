@@ -218,6 +218,7 @@ def build(task: Task, spec: Spec, analysis: TaskAnalysis) -> str:
 def _base_families() -> dict[str, str]:
     specs = [compile_modes.compile_spec(mode) for mode in compile_modes.MODES]
     specs += [
+        compile_modes.CPP_WRAPPER,
         cuda_graph.CUDA_GRAPH,
         cuda_graph.COMPILE_GRAPH,
         conv.CUDNN,

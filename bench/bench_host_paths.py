@@ -104,15 +104,14 @@ def launch_paths() -> None:
     dev = "cuda"
     tiny, tw, tb = torch.randn(4, 768, device=dev), torch.ones(768, device=dev), torch.zeros(768, device=dev)
     norms.norm(tiny, None, tw, tb, 1e-5, False)
-    chosen = next(iter(norms._kernel.chosen.values()))[0]
+    meta = next(iter(norms._kernel.chosen.values()))[0]  # the flags and the chosen config
     y = torch.empty_like(tiny)
     args = (tiny, tiny, tw, tb, y, y, 4, 768, 1e-5, 768, 768, 768, 768)
-    flags = dict(HAS_RES=False, STORE_H=False, HAS_W=True, HAS_B=True, RMS=False, BLOCK_N=1024)
     paths = {
         "F.layer_norm": lambda: F.layer_norm(tiny, (768,), tw, tb, 1e-5),
         "norms.norm (kforge's eager call)": lambda: norms.norm(tiny, None, tw, tb, 1e-5, False),
-        "the kernel, Triton's kernel[grid]": lambda: norms.norm_kernel[(4,)](*args, **flags, **chosen),
-        "the kernel, launch.Direct": lambda: norms._kernel.direct((4,), *args, **flags, **chosen),
+        "the kernel, Triton's kernel[grid]": lambda: norms.norm_kernel[(4,)](*args, **meta),
+        "the kernel, launch.Direct": lambda: norms._kernel.direct((4,), *args, **meta),
         "torch.empty_like": lambda: torch.empty_like(tiny),
     }
     samples: dict[str, list[float]] = {k: [] for k in paths}

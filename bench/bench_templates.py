@@ -13,10 +13,9 @@ float64 next to eager's.
 
 ``--overhead`` splits each template's time into host and GPU: microseconds of host time per
 call (async calls on a tiny input, where the GPU waits on the host), each through the custom
-op, the autotuned Triton launch, the tuned kernel through Triton's launch and through
-``launch.Direct`` (the compiled launcher), and the kernel's own GPU time at the real shape
-(torch.profiler); then LayerNorm at two real shapes timed as the judge times a candidate
-(``tools.timing.Timer``: L2 flushed, one call between CUDA events).
+op, the autotuned Triton launch and the tuned kernel launched directly, and the kernel's own
+GPU time at the real shape (torch.profiler). ``bench_host_paths.py --launch`` compares the
+launch paths in interleaved rounds, and times small blocks as the judge does.
 """
 
 from __future__ import annotations
@@ -141,7 +140,7 @@ def overhead() -> None:
     big = torch.randn(8, 1024, 768, device=dev)
     y = torch.empty_like(tiny)
     norms.norm(tiny, None, tw, tb, 1e-5, False)  # the autotuner chooses
-    chosen = next(iter(norms._kernel.chosen.values()))[0]
+    meta = next(iter(norms._kernel.chosen.values()))[0]  # the flags below and the chosen config
     args = (tiny, tiny, tw, tb, y, y, 4, 768, 1e-5, 768, 768, 768, 768)
     flags = dict(HAS_RES=False, STORE_H=False, HAS_W=True, HAS_B=True, RMS=False, BLOCK_N=1024)
     tuner = norms._kernel.tuner
@@ -153,39 +152,13 @@ def overhead() -> None:
          kernel_us(lambda: norms.norm(big, None, tw, tb, 1e-5, False))),
         ("norms.norm (eager: no op, the chosen config)", host_us(lambda: norms.norm(tiny, None, tw, tb, 1e-5, False)), None),
         ("Triton autotuner, kernel[grid]", host_us(lambda: tuner[(lambda m: (4,))](*args, **flags)), None),
-        (f"the kernel alone {chosen}, kernel[grid]", host_us(lambda: norms.norm_kernel[(4,)](*args, **flags, **chosen)), None),
-        ("the kernel alone, launch.Direct", host_us(lambda: norms._kernel.direct((4,), *args, **flags, **chosen)), None),
-        ("torch.empty_like (one allocation, for scale)", host_us(lambda: torch.empty_like(tiny)), None),
+        ("the kernel alone, the chosen config, kernel[grid]", host_us(lambda: norms.norm_kernel[(4,)](*args, **meta)), None),
+        ("the kernel alone, the chosen config, launch.Direct", host_us(lambda: norms._kernel.direct((4,), *args, **meta)), None),
     ]  # fmt: skip
     print_table(
         "host time per call (tiny input, async) and GPU time per call (8 x 1024 x 768), LayerNorm",
         ["path", "host us/call", "GPU us/call"],
         [(n, f"{h:.1f}", "-" if g is None else f"{g:.1f}") for n, h, g in rows],
-    )
-    judged()
-
-
-def judged() -> None:
-    """LayerNorm at ViT-H/14's and GPT-2's shapes timed as the judge times a candidate."""
-    from kforge.tools.timing import Timer
-
-    timer = Timer(torch.device("cuda"), trials=100)
-    rows = []
-    for name, shape in (
-        ("ViT-H/14 (32 x 257 x 1280)", (32, 257, 1280)),
-        ("GPT-2 (8 x 1024 x 768)", (8, 1024, 768)),
-    ):
-        x = torch.randn(*shape, device="cuda")
-        w, b = 1 + 0.1 * torch.randn(shape[-1], device="cuda"), 0.1 * torch.randn(shape[-1], device="cuda")
-        eager = lambda x=x, w=w, b=b: F.layer_norm(x, (x.shape[-1],), w, b, 1e-6)  # noqa: E731
-        compiled = torch.compile(eager)
-        kforge = lambda x=x, w=w, b=b: norms.norm(x, None, w, b, 1e-6, False)  # noqa: E731
-        ms = [timer.time(fn).median_ms for fn in (eager, compiled, kforge)]
-        rows.append((name, *(f"{m:.4f}" for m in ms), f"{ms[1] / ms[2]:.2f}x", f"{ms[0] / ms[2]:.2f}x"))
-    print_table(
-        "LayerNorm timed as the judge times it (L2 flushed, one call between events), median ms",
-        ["shape", "eager", "compile", "kforge", "kforge vs compile", "kforge vs eager"],
-        rows,
     )
 
 

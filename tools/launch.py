@@ -89,28 +89,25 @@ class Direct:
         device = _device()
         key = (device, items, *[_specialize(_Backend, a, False, True, True) for a in args])
         entry = self.compiled.get(key)
-        if not entry:
-            if entry is None:  # Triton compiles (or finds) and launches it; the next call is direct
-                compiled = self.kernel[grid](*args, **meta)
-                rest = self.names[len(args) :]
-                if compiled is None or any(name not in meta for name in rest):
-                    self.compiled[key] = ()  # a parameter's default: always through Triton
-                else:
-                    constexprs = tuple(meta[name] for name in rest)
-                    self.compiled[key] = (
-                        compiled.run,
-                        compiled.function,
-                        compiled.packed_metadata,
-                        constexprs,
-                    )
-            else:
-                self.kernel[grid](*args, **meta)
+        if entry is None:  # Triton compiles (or finds) and launches it; the next call is direct
+            self.compiled[key] = self._entry(self.kernel[grid](*args, **meta), len(args), meta)
+            return
+        if not entry:  # a parameter left to its default: always through Triton
+            self.kernel[grid](*args, **meta)
             return
         run, function, packed, constexprs = entry
         g1 = grid[1] if len(grid) > 1 else 1
         g2 = grid[2] if len(grid) > 2 else 1
         run(grid[0], g1, g2, _stream(device), function, packed, None, None, None,
             *args, *constexprs)  # fmt: skip
+
+    def _entry(self, compiled: Any, n_args: int, meta: dict[str, Any]) -> tuple[Any, ...]:
+        """What a direct launch needs of Triton's compiled kernel: () where a parameter after
+        the positional ones is not in ``meta`` (its default would be dropped) or none came back."""
+        rest = self.names[n_args:]
+        if compiled is None or any(name not in meta for name in rest):
+            return ()
+        return compiled.run, compiled.function, compiled.packed_metadata, tuple(meta[name] for name in rest)
 
 
 class Tuned:
@@ -126,8 +123,8 @@ class Tuned:
         self.direct = Direct(kernel)
         self.tuner = None if INTERPRETED else triton.autotune(configs=configs, key=key)(kernel)
         self.interpreted = interpreted
-        # key -> (the autotuner's choice, the launch's meta-parameters, their items)
-        self.chosen: dict[Hashable, tuple[dict[str, Any], dict[str, Any], Hashable]] = {}
+        # key -> (the launch's meta-parameters: the constexprs and the autotuner's choice, their items)
+        self.chosen: dict[Hashable, tuple[dict[str, Any], Hashable]] = {}
 
     def __call__(self, key: Hashable, grid: Grid, *args: Any, **constexprs: Any) -> None:
         """Launch over ``grid(meta)``; ``key`` must tell apart every call the autotuner's key
@@ -139,11 +136,10 @@ class Tuned:
         chosen = self.chosen.get(key)
         if chosen is None:
             self.tuner[grid](*args, **constexprs)
-            best = self.tuner.best_config.all_kwargs()
-            meta = {**constexprs, **best}
-            self.chosen[key] = (best, meta, tuple(meta.items()))
+            meta = {**constexprs, **self.tuner.best_config.all_kwargs()}
+            self.chosen[key] = (meta, tuple(meta.items()))
             return
-        _, meta, items = chosen
+        meta, items = chosen
         self.direct.launch(grid(meta), args, meta, items)
 
 

@@ -114,18 +114,9 @@ def _softmax(x: torch.Tensor, scale: float, log: bool) -> torch.Tensor:
     maxes = torch.empty((rows, chunks), device=x.device, dtype=torch.float32)
     sums = torch.empty_like(maxes)
     warps = _warps(CHUNK)
-    _stats(
-        (rows, chunks),
-        x2,
-        maxes,
-        sums,
-        width,
-        x2.stride(0),
-        chunks,
-        float(scale),
-        BLOCK=CHUNK,
-        num_warps=warps,
-    )
+    _stats((rows, chunks),
+        x2, maxes, sums, width, x2.stride(0), chunks, float(scale), BLOCK=CHUNK, num_warps=warps,
+    )  # fmt: skip
     _write((rows, chunks),
         x2, y, maxes, sums, width, x2.stride(0), y.stride(0), chunks, float(scale),
         LOG=log, BLOCK=CHUNK, CHUNKS_P2=next_power_of_2(chunks), num_warps=warps,

@@ -103,14 +103,11 @@ def _match(gm: torch.fx.GraphModule, out: Node) -> dict[str, Any] | None:
     if not isinstance(probs, Node) or not _only_user(probs, out):
         return None
     if _call(probs, DROPOUTS, ("dropout",)) and _arg(probs, 1, "p", 0.5) == 0:
-        inner = probs.args[0]
-        probs = inner if isinstance(inner, Node) and _only_user(inner, probs) else None
+        probs = _input(probs)
     elif (drop := _module(gm, probs, torch.nn.Dropout)) is not None and drop.p == 0:
-        inner = probs.args[0]
-        probs = inner if isinstance(inner, Node) and _only_user(inner, probs) else None
+        probs = _input(probs)
     if probs is not None and _same_dtype_cast(probs):  # softmax(...).to(q.dtype) on fp32
-        inner = probs.args[0]
-        probs = inner if isinstance(inner, Node) and _only_user(inner, probs) else None
+        probs = _input(probs)
     if probs is None:
         return None
     shape = _shape(probs)
@@ -127,6 +124,12 @@ def _match(gm: torch.fx.GraphModule, out: Node) -> dict[str, Any] | None:
         return None
     found = _scores(probs.args[0], probs, v)
     return _grouped(found) if found is not None else None
+
+
+def _input(node: Node) -> Node | None:
+    """The input of a no-op (dropout with p = 0, a cast to the same dtype) when it has no other user."""
+    inner = node.args[0]
+    return inner if isinstance(inner, Node) and _only_user(inner, node) else None
 
 
 def _same_dtype_cast(node: Node) -> bool:
@@ -220,18 +223,13 @@ def _repeated_heads(node: Any) -> tuple[Node, int] | None:
     expanded = node.args[0]
     if not _call(expanded, (), ("expand",)) or not _only_user(expanded.args[0], expanded):
         return None
-    unsqueezed, es = expanded.args[0], _shape(expanded)
-    if es is None or len(es) != 5 or es[:2] + es[3:] != (shape[0], shape[1] // es[2], *shape[2:]):
-        return None
-    if es[1] * es[2] != shape[1]:
+    unsqueezed, es = expanded.args[0], _shape(expanded)  # (B, H, g, S, D)
+    if es is None or len(es) != 5 or (es[0], es[1] * es[2], *es[3:]) != shape:
         return None
     x: Any = None
     if _call(unsqueezed, (operator.getitem,)) and isinstance(unsqueezed.args[1], tuple):
-        index = unsqueezed.args[1]
-        whole = slice(None, None, None)
-        if len(index) == 5 and index[2] is None and all(i == whole for i in index[:2] + index[3:]):
-            x = unsqueezed.args[0]
-        elif len(index) == 3 and index[2] is None and index[:2] == (whole, whole):
+        index, whole = unsqueezed.args[1], slice(None, None, None)  # x[:, :, None] or x[:, :, None, :, :]
+        if len(index) in (3, 5) and index[2] is None and all(i == whole for i in index[:2] + index[3:]):
             x = unsqueezed.args[0]
     elif _call(unsqueezed, (torch.unsqueeze,), ("unsqueeze",)) and _arg(unsqueezed, 1, "dim") == 2:
         x = unsqueezed.args[0]

@@ -163,14 +163,10 @@ def variants(spec: Spec, analysis: TaskAnalysis, device: str) -> list[Spec]:
     elif spec.runner == "compile" and spec.mode == "default" and on_gpu:
         if "cpp-wrapper" not in spec.flags:  # the same kernels, less host time a call
             out.append(dataclasses.replace(combo, flags=(*spec.flags, "cpp-wrapper")))
-        out.append(
-            dataclasses.replace(
-                combo, runner="compile-graph", flags=tuple(f for f in spec.flags if f != "cpp-wrapper")
-            )
-        )
+        plain = tuple(f for f in spec.flags if f != "cpp-wrapper")  # the wrapper is the default mode's
+        out.append(dataclasses.replace(combo, runner="compile-graph", flags=plain))
         tuned = compile_modes.compile_spec("max-autotune-no-cudagraphs", analysis.features)
-        untuned = tuple(f for f in spec.flags if f != "cpp-wrapper")  # built for the default mode only
-        out.append(dataclasses.replace(combo, mode=tuned.mode, flags=(*untuned, *tuned.flags)))
+        out.append(dataclasses.replace(combo, mode=tuned.mode, flags=(*plain, *tuned.flags)))
     elif spec.runner == "cuda-graph":
         out.append(dataclasses.replace(combo, runner="compile-graph", mode="default"))
     # a layout (channels-last, or nchw inside Inductor) for 2D/3D convolutions with none set yet

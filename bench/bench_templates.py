@@ -1,6 +1,6 @@
 """kforge's Triton templates for memory-bound work against eager PyTorch and torch.compile,
 strict fp32 (GPU): LayerNorm and RMSNorm with the residual add, cross-entropy with label
-smoothing, softmax and log-softmax with a scale, at the development set's shapes
+smoothing, softmax and log-softmax with a scale, depthwise convolutions, at the development set's shapes
 (bench/realistic/dev), GPT-2's and a decoder's last step at a 128k vocabulary.
 
 For each: the milliseconds of eager, torch.compile (default) and the template (CUDA-event
@@ -9,7 +9,7 @@ outputs written once) as a fraction of the copy bandwidth measured in the same r
 ``copy_`` of as many bytes); the template's ratio over torch.compile; its error against
 float64 next to eager's.
 
-    python bench/bench_templates.py [--overhead]
+    python bench/bench_templates.py [--overhead] [--match depthwise]
 
 ``--overhead`` splits each template's time into host and GPU: microseconds of host time per
 call (async calls on a tiny input, where the GPU waits on the host), each through the custom
@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from bench_tf32x3 import timed
 from common import header, print_table
-from kforge.tools import losses, norms, softmax
+from kforge.tools import depthwise, losses, norms, softmax
 
 Case = tuple[str, Callable[..., object], Callable[..., object], list[torch.Tensor], int]
 
@@ -59,7 +59,28 @@ def cases() -> list[Case]:
     vocab = torch.randn(64, 128256, device=dev) * 3  # a decoder's last step at Llama 3's vocabulary
     scores = torch.randn(8, 12, 512, 512, device=dev)  # GPT-2's attention probabilities
     f = 4  # bytes per fp32 element
-    return [
+    dw7 = torch.randn(32, 96, 56, 56, device=dev)  # ConvNeXt-T's stage-1 depthwise 7 x 7
+    w7, b7 = torch.randn(96, 1, 7, 7, device=dev) / 7, torch.randn(96, device=dev)
+    dw5 = torch.randn(32, 240, 28, 28, device=dev)  # EfficientNet-B0's stage-3 depthwise 5 x 5
+    w5 = torch.randn(240, 1, 5, 5, device=dev) / 5
+    cl = torch.channels_last
+
+    def conv(pad: int) -> Callable[..., object]:
+        return lambda x, w, b=None: F.conv2d(x, w, b, 1, pad, 1, x.shape[1])
+
+    depthwise_cases = [
+        ("depthwise 7 x 7, ConvNeXt-T (32 x 96 x 56 x 56), NCHW", conv(3),
+         lambda x, w, b: depthwise.depthwise_conv2d(x, w, b, 1, 3), [dw7, w7, b7], 2 * dw7.numel() * f),
+        ("depthwise 7 x 7, ConvNeXt-T, channels-last", conv(3),
+         lambda x, w, b: depthwise.depthwise_conv2d(x, w, b, 1, 3), [dw7.contiguous(memory_format=cl), w7, b7],
+         2 * dw7.numel() * f),
+        ("depthwise 5 x 5, EfficientNet-B0 (32 x 240 x 28 x 28), NCHW", conv(2),
+         lambda x, w: depthwise.depthwise_conv2d(x, w, None, 1, 2), [dw5, w5], 2 * dw5.numel() * f),
+        ("depthwise 5 x 5, EfficientNet-B0, channels-last", conv(2),
+         lambda x, w: depthwise.depthwise_conv2d(x, w, None, 1, 2), [dw5.contiguous(memory_format=cl), w5],
+         2 * dw5.numel() * f),
+    ]  # fmt: skip
+    return depthwise_cases + [
         ("RMSNorm, Llama 3 8B (4 x 2048 x 4096)", _rms, lambda x, w: norms.norm(x, None, w, None, 1e-5, True),
          [x, w], 2 * x.numel() * f),
         ("residual + LayerNorm, GPT-2 medium (16 x 1024 x 1024), h returned", _add_ln,
@@ -90,12 +111,14 @@ def copy_gbps(nbytes: int) -> float:
     return nbytes / timed(lambda: dst.copy_(src)) / 1e6
 
 
-def main() -> None:
-    print(header("python bench/bench_templates.py"))
+def main(match: str = "") -> None:
+    print(header("python bench/bench_templates.py" + (f" --match {match}" if match else "")))
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.manual_seed(0)
     rows = []
     for name, eager, template, args, nbytes in cases():
+        if match.lower() not in name.lower():
+            continue
         compiled = torch.compile(eager)
         ref = _first(eager(*[a.double() if a.is_floating_point() else a for a in args]))
         errs = [float((_first(fn(*args)).double() - ref).abs().max()) for fn in (eager, template)]
@@ -163,4 +186,7 @@ def overhead() -> None:
 
 
 if __name__ == "__main__":
-    overhead() if "--overhead" in sys.argv else main()
+    if "--overhead" in sys.argv:
+        overhead()
+    else:
+        main(sys.argv[sys.argv.index("--match") + 1] if "--match" in sys.argv else "")

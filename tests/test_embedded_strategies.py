@@ -431,7 +431,9 @@ def test_tf32x3_conv_candidate_is_verified_by_the_engine_and_a_broken_kernel_is_
     source = registry.build(task, spec, analysis)
     assert static_cheats(source, task.source, "fp32") == []
     assert "from kforge.tools.gemm.conv import conv2d" in source  # kforge's NHWC kernel
-    broken = source.replace('stride, padding, dilation, "relu"', 'stride, (0, 0), dilation, "relu"')
+    broken = source.replace(
+        "stride, padding, dilation, act, residual", "stride, (0, 0), dilation, act, residual"
+    )
     assert broken != source
     good, bad = evaluate_many(load_task(path), [source, broken], make_cpu_options())
     assert good.status == Status.OK and good.correct, good.log
@@ -459,8 +461,8 @@ def test_tf32x3_conv_folds_an_eval_batchnorm_and_fuses_the_relu_and_a_wrong_fold
     body = analysis.conv3[0].method
     assert body.count("_kforge_conv3_bn(") == 1 and body.count("_kforge_conv3(") == 2, body
     assert "self.bn1(" not in body and "relu(" not in body.replace("_kforge", "") and "self.bn3(" in body
-    relu = re.findall(r"_kforge_conv3(?:_bn)?\(.*?, (True|False)\)", body)
-    assert relu == ["True", "True", "False"], body  # conv1 + bn1 + ReLU, conv2 + ReLU, conv3 alone
+    relu = re.findall(r"_kforge_conv3(?:_bn)?\(.*?, ('relu'|None)\)", body)
+    assert relu == ["'relu'", "'relu'", "None"], body  # conv1 + bn1 + ReLU, conv2 + ReLU, conv3 alone
     source = registry.build(task, next(s for s in specs if s.family == "tf32x3-conv"), analysis)
     assert static_cheats(source, task.source, "fp32") == []
     broken = source.replace("shift = -mean.double() * scale", "shift = 0.0 * scale")
@@ -489,17 +491,48 @@ def test_tf32x3_conv_adds_a_bottlenecks_residual_in_the_epilogue_and_a_lost_resi
     assert body.count("_kforge_conv3_bn(") == 4 and not re.search(r"self\.(bn\d|relu)\(", body), body
     assert "x.contiguous(memory_format = torch.channels_last)" in body  # NHWC from the first layer on
     (last,) = [line for line in body.splitlines() if "residual" in line]
-    assert ", True, residual = " in last.replace("residual=", "residual = "), last
+    assert ", 'relu', residual = " in last.replace("residual=", "residual = "), last
     residual = re.search(r"residual ?= ?(\w+)\)", last).group(1)
     assert body.index(f"{residual} = _kforge_conv3_bn(") < body.index(last)  # the branch first
     source = registry.build(task, next(s for s in specs if s.family == "tf32x3-conv"), analysis)
     assert static_cheats(source, task.source, "fp32") == []
-    broken = source.replace('"relu" if relu else None, residual)', '"relu" if relu else None, None)')
-    assert broken.count("None, None)") == 2
+    broken = source.replace("dilation, act, residual)", "dilation, act, None)")
+    assert broken.count("act, None)") == 2
     good, bad = evaluate_many(load_task(BOTTLENECK), [source, broken], make_cpu_options())
     assert good.status == Status.OK and good.correct, good.log
     assert good.fp64_rel_err is not None and good.fp64_rel_err < 1e-5
     assert bad.status == Status.INCORRECT, bad.log
+
+
+CONV1D_TOKENS = Path(__file__).parent / "fixtures" / "tasks" / "conv1d_gelu_tokens.py"
+WHISPER = Path(__file__).parents[1] / "bench" / "realistic" / "unseen" / "whisper_conv_stem.py"
+
+
+def test_tf32x3_conv_takes_conv1d_with_its_gelu_and_a_broken_1d_kernel_is_caught(
+    monkeypatch, make_cpu_options
+):
+    """Whisper's stem (Conv1d, GELU, strided Conv1d, GELU, transposed to tokens): at its real
+    shapes both convolutions go on the kernel with the GELU in the epilogue and the mel input
+    made channels-innermost once (the tokens' layout, so the final transpose is free). A small
+    copy verified under the interpreter; the same file with the stride ignored is caught."""
+    _, whisper, _ = _analysis(WHISPER)
+    assert whisper.conv3 is not None, whisper.notes
+    body = whisper.conv3[0].method
+    assert re.findall(r"_kforge_conv3\(.*?, '(\w+)'\)", body) == ["gelu", "gelu"], body
+    assert "gelu(" not in body.replace("_kforge", "") and "mel.transpose(1, 2)" in body, body
+    monkeypatch.setattr(conv_fold, "MIN_CONV_TILES", 1)
+    monkeypatch.setattr(conv_fold, "MIN_CONV_K", 1)
+    monkeypatch.setattr(conv_fold, "MIN_CONV_CIN", 1)
+    task, analysis, specs = _analysis(CONV1D_TOKENS)
+    assert analysis.conv3 is not None and analysis.conv3[0].method.count("_kforge_conv3(") == 2
+    source = registry.build(task, next(s for s in specs if s.family == "tf32x3-conv"), analysis)
+    assert static_cheats(source, task.source, "fp32") == []
+    broken = source.replace("conv = conv1d_tf32x3 if", "stride = (1,)\n    conv = conv1d_tf32x3 if", 1)
+    assert broken != source
+    good, bad = evaluate_many(load_task(CONV1D_TOKENS), [source, broken], make_cpu_options())
+    assert good.status == Status.OK and good.correct, good.log
+    assert good.fp64_rel_err is not None and good.fp64_rel_err < 1e-5
+    assert bad.status != Status.OK and not bad.correct, bad.log  # the stride dropped: the wrong shape
 
 
 RESNET_BLOCK = """

@@ -507,3 +507,46 @@ def test_on_the_gpu_the_direct_launch_gives_tritons_bits_on_aligned_and_shifted_
     taken = [norms._kernel.direct, softmax._row, softmax._stats, softmax._write]
     assert all(any(d.compiled.values()) for d in taken), "no launch took the direct path"
     assert len(norms._kernel.direct.compiled) >= 3  # aligned, shifted, one row
+
+
+DEPTHWISE_TASK = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """A small ConvNeXt-like start: depthwise 5 x 5, LayerNorm over channels-last; then a grouped
+    (not depthwise) 3 x 3 and a depthwise one with two filters per channel, both left alone."""
+
+    def __init__(self, dim=4):
+        super().__init__()
+        self.dwconv = nn.Conv2d(dim, dim, kernel_size=5, padding=2, groups=dim)
+        self.norm = nn.LayerNorm(dim, eps=1e-6)
+        self.grouped = nn.Conv2d(dim, dim, 3, padding=1, groups=2)
+        self.multiplier = nn.Conv2d(dim, 2 * dim, 3, padding=1, groups=dim)
+
+    def forward(self, x):
+        y = self.norm(self.dwconv(x).permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+        return self.multiplier(self.grouped(y))
+
+
+def get_inputs():
+    return [torch.randn(1, 4, 8, 8)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_the_depthwise_candidate_is_verified_and_a_lost_bias_is_caught(tmp_path, make_cpu_options):
+    """Only the one-filter-per-channel convolution goes on kforge's depthwise kernel (the norm
+    on its template); the candidate is verified under the interpreter and the same file with
+    the convolution's bias dropped is caught."""
+    edit = ("dwconv_bias, (1, 1), (2, 2), (1, 1))", "None, (1, 1), (2, 2), (1, 1))")
+    analysis, good, bad = _judged(tmp_path, DEPTHWISE_TASK, edit, make_cpu_options)
+    body = analysis.templates[0].method
+    assert body.count("_kforge_depthwise(") == 1 and "self.grouped(" in body and "self.multiplier(" in body, body
+    assert good.status == Status.OK and good.correct, good.log
+    assert good.fp64_rel_err is not None and good.fp64_rel_err < 1e-5
+    assert bad.status == Status.INCORRECT, bad.log

@@ -45,6 +45,32 @@ print(worst, sorted(layouts))
     assert layouts == "[(False, False, True), (True, True, False)]"  # the input's memory format
 
 
+def test_a_conv1d_on_the_kernel_matches_float64_and_keeps_a_channels_innermost_layout(interpreted):
+    """Conv1d as a one-pixel-high convolution: strides, padding, dilation, the GELU epilogue and
+    a residual; an (N, C, L) input gives a contiguous output, a channels-innermost one (Whisper's
+    tokens, ``x.transpose(1, 2)`` contiguous) gives that layout back."""
+    code = """
+acts = {None: lambda y: y, "relu": torch.relu, "gelu": F.gelu, "gelu_tanh": lambda y: F.gelu(y, approximate="tanh")}
+worst, layouts = 0.0, set()
+for n, ci, length, co, k, s, p, d, act in [(2, 20, 30, 24, 3, 1, 1, 1, "gelu"), (1, 16, 17, 40, 3, 2, 1, 1, "gelu_tanh"),
+                                           (2, 5, 12, 6, 5, 1, 4, 2, None), (1, 8, 9, 8, 1, 1, 0, 1, "relu")]:
+    x, wt, b = torch.randn(n, ci, length), torch.randn(co, ci, k), torch.randn(co)
+    ref = F.conv1d(x.double(), wt.double(), b.double(), s, p, d)
+    for inp in (x, x.transpose(1, 2).contiguous().transpose(1, 2)):
+        y = c.conv1d(inp, wt, b, s, p, d, act)
+        assert y.shape == ref.shape, (y.shape, ref.shape)
+        layouts.add((inp.is_contiguous(), y.is_contiguous(), y.transpose(1, 2).is_contiguous()))
+        worst = max(worst, rel(y, acts[act](ref)), key=lambda v: (v != v, v))  # a NaN wins
+    res = torch.randn(ref.shape)
+    y = c.conv1d(x, wt, b, (s,), (p,), (d,), act, res)
+    worst = max(worst, rel(y, acts[act](ref + res.double())), key=lambda v: (v != v, v))
+print(worst, sorted(layouts))
+"""
+    worst, layouts = interpreted(PRELUDE + code).split(" ", 1)
+    assert float(worst) < 1e-6, worst
+    assert layouts == "[(False, False, True), (True, True, False)]"
+
+
 def test_a_changed_weight_is_split_again_and_bad_arguments_get_a_clear_error(interpreted):
     code = """
 conv = torch.nn.Conv2d(6, 10, 3, padding=1)
@@ -99,3 +125,27 @@ def test_on_the_gpu_the_kernel_keeps_fp32s_error_at_resnets_layers():
             assert y.is_contiguous(memory_format=torch.channels_last) == (inp is not x)
             err = float((y.double() - want).norm() / want.norm())
             assert err <= 2 * base + 1e-7, (ci, co, k, err, base)
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_a_conv1d_keeps_fp32s_error_at_whispers_stem():
+    """Whisper-small's two stem convolutions (80 -> 768, then 768 -> 768 with stride 2) with
+    GELU, from NCL and channels-innermost inputs: the error against float64 within 2x cuDNN
+    fp32's, and the layout kept."""
+    import torch
+    import torch.nn.functional as F
+    from kforge.tools.gemm import conv as c
+
+    torch.backends.cudnn.allow_tf32 = False
+    torch.manual_seed(0)
+    for ci, length, stride in ((80, 3000, 1), (768, 3000, 2)):
+        x = torch.randn(4, ci, length, device="cuda")
+        w = torch.randn(768, ci, 3, device="cuda") / (ci * 3) ** 0.5
+        b = torch.randn(768, device="cuda")
+        want = F.gelu(F.conv1d(x.double(), w.double(), b.double(), stride, 1))
+        base = float((F.gelu(F.conv1d(x, w, b, stride, 1)).double() - want).norm() / want.norm())
+        for inp in (x, x.transpose(1, 2).contiguous().transpose(1, 2)):
+            y = c.conv1d(inp, w, b, stride, 1, 1, "gelu")
+            assert y.transpose(1, 2).is_contiguous() == (inp is not x)
+            err = float((y.double() - want).norm() / want.norm())
+            assert err <= 2 * base + 1e-7, (ci, err, base)

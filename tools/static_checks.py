@@ -69,6 +69,7 @@ KERNEL_LIBRARIES = (
     "kforge.tools.norms",
     "kforge.tools.losses",
     "kforge.tools.softmax",
+    "kforge.tools.depthwise",
 )
 REACH_ATTRIBUTES = {
     "modules": "reads sys.modules (the task's or kforge's modules)",

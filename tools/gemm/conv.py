@@ -119,12 +119,14 @@ def _tf32(t: torch.Tensor) -> torch.Tensor:
 
 def weight_split(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(big, small), each (KH * KW * C_in, C_out) contiguous, of a (C_out, C_in, KH, KW)
-    weight; cached on the tensor, keyed by its version and storage."""
+    weight (or a Conv1d's (C_out, C_in, KW)); cached on the tensor, keyed by its version and
+    storage."""
     key = (weight._version, weight.data_ptr(), tuple(weight.shape), weight.stride())
     cached = getattr(weight, "_kforge_conv_split", None)
     if cached is None or cached[0] != key:
         with torch.no_grad():
-            k_major = weight.detach().permute(2, 3, 1, 0).reshape(-1, weight.shape[0]).contiguous()
+            taps_first = weight.detach().movedim(1, -1).movedim(0, -1)  # (KH, KW, C_in, C_out)
+            k_major = taps_first.reshape(-1, weight.shape[0]).contiguous()
             big = _tf32(k_major)
             cached = (key, big, _tf32(k_major - big))
         weight._kforge_conv_split = cached  # type: ignore[attr-defined]
@@ -136,10 +138,13 @@ def _pair(v: Any) -> tuple[int, int]:
 
 
 def out_size(x: torch.Tensor, weight: torch.Tensor, stride: Any, padding: Any, dilation: Any) -> list[int]:
+    """The output shape of a 2-D convolution, or of a 1-D one as (N, C_out, 1, L_out) with
+    [1, s], [0, p], [1, d] for its stride, padding and dilation."""
     (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)
-    kh, kw = weight.shape[2], weight.shape[3]
-    oh = (x.shape[2] + 2 * ph - dh * (kh - 1) - 1) // sh + 1
-    ow = (x.shape[3] + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    kh, kw = (1, weight.shape[2]) if weight.dim() == 3 else (weight.shape[2], weight.shape[3])
+    height, width = (1, x.shape[2]) if x.dim() == 3 else (x.shape[2], x.shape[3])
+    oh = (height + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    ow = (width + 2 * pw - dw * (kw - 1) - 1) // sw + 1
     return [x.shape[0], weight.shape[0], oh, ow]
 
 
@@ -153,6 +158,26 @@ def _layout(x: torch.Tensor) -> torch.memory_format:
     )
 
 
+def _as_2d(x: torch.Tensor) -> torch.Tensor:
+    """A 1-D convolution's (N, C, L) tensor as (N, C, 1, L): channels-last there when its
+    channels are its innermost dim (stride 1), as F.conv1d's channels-last output is."""
+    return x if x.dim() == 4 else x.unsqueeze(2)
+
+
+def _check(x: torch.Tensor, weight: torch.Tensor) -> None:
+    if (
+        x.dtype != torch.float32
+        or weight.dtype != torch.float32
+        or x.dim() not in (3, 4)
+        or weight.dim() != x.dim()
+    ):
+        raise TypeError("kforge's 3xTF32 convolution takes fp32 NCHW- or NCL-shaped tensors")
+    if weight.shape[1] != x.shape[1]:
+        raise ValueError(
+            f"weight {tuple(weight.shape)} does not match {x.shape[1]} input channels (groups 1)"
+        )
+
+
 def _conv2d(
     x: torch.Tensor,
     weight: torch.Tensor,
@@ -163,25 +188,23 @@ def _conv2d(
     act: str,
     residual: torch.Tensor | None,
 ) -> torch.Tensor:
-    """F.conv2d + residual, then act, with stride, padding and dilation as [h, w] pairs."""
-    if x.dtype != torch.float32 or weight.dtype != torch.float32 or x.dim() != 4:
-        raise TypeError("kforge's 3xTF32 convolution takes fp32 NCHW-shaped tensors")
-    if weight.shape[1] != x.shape[1]:
-        raise ValueError(
-            f"weight {tuple(weight.shape)} does not match {x.shape[1]} input channels (groups 1)"
-        )
+    """F.conv2d (or F.conv1d, for 3-D x and weight) + residual, then act, with stride, padding
+    and dilation as [h, w] pairs ([1, s], [0, p], [1, d] for 1-D)."""
+    _check(x, weight)
+    one_d = x.dim() == 3
     shape = out_size(x, weight, stride, padding, dilation)
     batch, c_out, oh, ow = shape
+    x = _as_2d(x)
     c_in, height, width = x.shape[1], x.shape[2], x.shape[3]
     layout = _layout(x)
     x = x.contiguous(memory_format=torch.channels_last)  # no copy when it already is
     y = torch.empty(shape, device=x.device, dtype=torch.float32, memory_format=layout)
     if y.numel() == 0:
-        return y
-    res = None if residual is None else residual.expand(shape).contiguous(memory_format=layout)
+        return y.squeeze(2) if one_d else y
+    res = None if residual is None else _as_2d(residual).expand(shape).contiguous(memory_format=layout)
     w_big, w_small = weight_split(weight)
     m = batch * oh * ow
-    kh, kw = weight.shape[2], weight.shape[3]
+    kh, kw = (1, weight.shape[2]) if one_d else (weight.shape[2], weight.shape[3])
     grid = lambda meta: (cdiv(m, meta["BLOCK_M"]) * cdiv(c_out, meta["BLOCK_N"]),)  # noqa: E731
     key = (
         m,
@@ -207,7 +230,7 @@ def _conv2d(
         *stride, *padding, *dilation,
         KH=kh, KW=kw, HAS_BIAS=bias is not None, HAS_RES=res is not None, ACT=ACTIVATIONS[act or None],
     )  # fmt: skip
-    return y
+    return y.squeeze(2) if one_d else y
 
 
 def _conv2d_shape(
@@ -220,7 +243,8 @@ def _conv2d_shape(
     *_: Any,
 ) -> torch.Tensor:
     shape = out_size(x, weight, stride, padding, dilation)
-    return x.new_empty(shape).contiguous(memory_format=_layout(x))
+    y = x.new_empty(shape).contiguous(memory_format=_layout(_as_2d(x)))
+    return y.squeeze(2) if x.dim() == 3 else y
 
 
 conv2d_op, _conv2d_call = eager_or_op("kforge::tf32x3_conv2d", _conv2d, _conv2d_shape)
@@ -243,3 +267,24 @@ def conv2d(
         raise ValueError(f"unknown activation {act!r}: relu, gelu or gelu_tanh")
     (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)
     return _conv2d_call(x, weight, bias, [sh, sw], [ph, pw], [dh, dw], act or "", residual)
+
+
+def conv1d(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    stride: Any = 1,
+    padding: Any = 0,
+    dilation: Any = 1,
+    act: str | None = None,
+    residual: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """act(F.conv1d(x, weight, bias, stride, padding, dilation) + residual) for fp32 (N, C, L)
+    tensors on the same kernel, as a convolution over a one-pixel-high image. The result has
+    x's layout: channels innermost (``x.transpose(1, 2)`` contiguous) when x's are."""
+    if act not in ACTIVATIONS:
+        raise ValueError(f"unknown activation {act!r}: relu, gelu or gelu_tanh")
+    one = lambda v: int(v if isinstance(v, int) else v[0])  # noqa: E731
+    return _conv2d_call(
+        x, weight, bias, [1, one(stride)], [0, one(padding)], [1, one(dilation)], act or "", residual
+    )

@@ -34,19 +34,21 @@ from . import fx_rewrite
 from .fx_rewrite import meta as _meta
 
 CONV_HELPERS = '''
-from kforge.tools.gemm.conv import conv2d as conv2d_tf32x3
+from kforge.tools.gemm.conv import conv2d as conv2d_tf32x3, conv1d as conv1d_tf32x3
 
 
-def _kforge_conv3(x, weight, bias, stride, padding, dilation, relu=False, residual=None):
-    """relu(conv(x) + bias + residual) on the 3xTF32 kernel (channels-last output)."""
-    return conv2d_tf32x3(x, weight, bias, stride, padding, dilation, "relu" if relu else None, residual)
+def _kforge_conv3(x, weight, bias, stride, padding, dilation, act=None, residual=None):
+    """act(conv(x) + bias + residual) on the 3xTF32 kernel, 1-D or 2-D (the output in x's layout)."""
+    conv = conv1d_tf32x3 if x.dim() == 3 else conv2d_tf32x3
+    return conv(x, weight, bias, stride, padding, dilation, act, residual)
 
 
-def _kforge_conv3_bn(x, weight, bias, bn_weight, bn_bias, mean, var, eps, stride, padding, dilation, relu=False,
+def _kforge_conv3_bn(x, weight, bias, bn_weight, bn_bias, mean, var, eps, stride, padding, dilation, act=None,
                      residual=None):
     """An eval-mode BatchNorm after the convolution, folded into its weight and bias."""
     weight, bias = _kforge_folded(weight, bias, bn_weight, bn_bias, mean, var, eps)
-    return conv2d_tf32x3(x, weight, bias, stride, padding, dilation, "relu" if relu else None, residual)
+    conv = conv1d_tf32x3 if x.dim() == 3 else conv2d_tf32x3
+    return conv(x, weight, bias, stride, padding, dilation, act, residual)
 
 
 @torch.compiler.disable
@@ -67,7 +69,8 @@ def _kforge_folded(weight, bias, bn_weight, bn_bias, mean, var, eps):
             shift = shift + bias.double() * scale
         if bn_bias is not None:
             shift = shift + bn_bias.double()
-        folded = (weight.double() * scale.view(-1, 1, 1, 1)).float().contiguous(), shift.float()
+        per_channel = scale.view(-1, *[1] * (weight.dim() - 1))
+        folded = (weight.double() * per_channel).float().contiguous(), shift.float()
     weight._kforge_fold = (key, *folded)
     return folded
 '''
@@ -80,13 +83,21 @@ def _kforge_conv3(
     stride: Any,
     padding: Any,
     dilation: Any,
-    relu: bool = False,
+    act: str | None = None,
     residual: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """What the emitted convolution call computes (shape propagation runs it on meta tensors)."""
-    out = torch.nn.functional.conv2d(x, weight, bias, stride, padding, dilation)
-    out = out if residual is None else out + residual
-    return torch.relu(out) if relu else out
+    conv = torch.nn.functional.conv1d if x.dim() == 3 else torch.nn.functional.conv2d
+    out = conv(x, weight, bias, stride, padding, dilation)
+    return _activated(out if residual is None else out + residual, act)
+
+
+def _activated(out: torch.Tensor, act: str | None) -> torch.Tensor:
+    if act == "relu":
+        return torch.relu(out)
+    if act in ("gelu", "gelu_tanh"):
+        return torch.nn.functional.gelu(out, approximate="tanh" if act == "gelu_tanh" else "none")
+    return out
 
 
 def _kforge_conv3_bn(
@@ -101,13 +112,12 @@ def _kforge_conv3_bn(
     stride: Any,
     padding: Any,
     dilation: Any,
-    relu: bool = False,
+    act: str | None = None,
     residual: torch.Tensor | None = None,
 ) -> torch.Tensor:
     out = _kforge_conv3(x, weight, bias, stride, padding, dilation)
     out = torch.nn.functional.batch_norm(out, mean, var, bn_weight, bn_bias, False, 0.0, eps)
-    out = out if residual is None else out + residual
-    return torch.relu(out) if relu else out
+    return _activated(out if residual is None else out + residual, act)
 
 
 HELPERS: dict[str, Callable[..., Any]] = {
@@ -116,13 +126,16 @@ HELPERS: dict[str, Callable[..., Any]] = {
 }
 
 
-def _foldable(gm: torch.fx.GraphModule, node: torch.fx.Node) -> torch.nn.BatchNorm2d | None:
-    """The BatchNorm2d module ``node`` calls, when it normalizes with its running statistics."""
+def _foldable(
+    gm: torch.fx.GraphModule, node: torch.fx.Node
+) -> torch.nn.BatchNorm2d | torch.nn.BatchNorm1d | None:
+    """The BatchNorm1d or 2d module ``node`` calls, when it normalizes with its running statistics."""
     if node.op != "call_module" or len(node.args) != 1 or node.kwargs:
         return None
     bn = gm.get_submodule(str(node.target))
     if (
-        type(bn) is not torch.nn.BatchNorm2d
+        not isinstance(bn, torch.nn.BatchNorm2d | torch.nn.BatchNorm1d)
+        or type(bn) not in (torch.nn.BatchNorm2d, torch.nn.BatchNorm1d)
         or bn.training
         or bn.running_mean is None
         or bn.running_var is None
@@ -138,11 +151,11 @@ def _fold_norm(gm: torch.fx.GraphModule, conv: torch.fx.Node) -> torch.fx.Node:
     if norm is None or bn is None:
         return conv
     graph, target = gm.graph, str(norm.target)
-    x, weight, bias, stride, padding, dilation, relu = conv.args
+    x, weight, bias, stride, padding, dilation, act = conv.args
     with graph.inserting_before(norm):
         names = ("weight", "bias", "running_mean", "running_var")
         attrs = [graph.get_attr(f"{target}.{n}") if getattr(bn, n) is not None else None for n in names]
-        args = (x, weight, bias, *attrs, float(bn.eps), stride, padding, dilation, relu)
+        args = (x, weight, bias, *attrs, float(bn.eps), stride, padding, dilation, act)
         fused = graph.create_node("call_function", _kforge_conv3_bn, args, name="conv3_bn")
     fused.meta.update(norm.meta)
     norm.replace_all_uses_with(fused)
@@ -185,13 +198,14 @@ def _fuse_residual(gm: torch.fx.GraphModule, conv: torch.fx.Node) -> torch.fx.No
 
 def fuse_epilogue(gm: torch.fx.GraphModule, conv: torch.fx.Node) -> None:
     """Fold the BatchNorm that is ``conv``'s only user, add the tensor that is then added to
-    the result, and move the ReLU that is the result's only user into the kernel (the
+    the result, and move the ReLU or GELU that is the result's only user into the kernel (the
     call's last positional argument)."""
     node = _fuse_residual(gm, _fold_norm(gm, conv))
     act = fx_rewrite.sole_user(node)
-    if act is None or fx_rewrite.activation(gm, act) != "relu":
+    name = None if act is None else fx_rewrite.activation(gm, act)
+    if act is None or name is None:
         return
-    node.args = (*node.args[:-1], True)
+    node.args = (*node.args[:-1], name)
     node.meta.update(act.meta)
     act.replace_all_uses_with(node)
     gm.graph.erase_node(act)
@@ -201,8 +215,8 @@ VIEWS = ("view", "view_as")  # a channels-last tensor is not viewable as its NCH
 
 
 def channels_last_inputs(gm: torch.fx.GraphModule) -> int:
-    """The graph's 4-D fp32 inputs that a kernel convolution reads, converted to channels-last
-    once at the start: every kernel convolution then reads NHWC and writes NHWC (its output
+    """The graph's 4-D (3-D) fp32 inputs that a kernel convolution reads, converted to
+    channels-last (channels innermost) once at the start: every kernel convolution then reads NHWC and writes NHWC (its output
     follows its input's memory format), with no conversion between layers. Left alone when the
     graph views a tensor (``.view`` of a channels-last tensor fails where the NCHW one works)."""
     graph = gm.graph
@@ -212,14 +226,27 @@ def channels_last_inputs(gm: torch.fx.GraphModule) -> int:
     converted = 0
     for node in list(graph.nodes):
         meta = _meta(node)
-        if node.op != "placeholder" or meta is None or meta.dim() != 4 or meta.dtype != torch.float32:
+        if (
+            node.op != "placeholder"
+            or meta is None
+            or meta.dim() not in (3, 4)
+            or meta.dtype != torch.float32
+        ):
             continue
         if not any(u.op == "call_function" and u.target in convs and u.args[0] is node for u in node.users):
             continue
-        with graph.inserting_after(node):
-            nhwc = graph.call_method("contiguous", (node,), {"memory_format": torch.channels_last})
+        steps: list[tuple[str, tuple[Any, ...], dict[str, Any]]]
+        if meta.dim() == 4:
+            steps = [("contiguous", (), {"memory_format": torch.channels_last})]
+        else:  # (N, C, L) with its channels innermost: (N, L, C) contiguous, seen as (N, C, L)
+            steps = [("transpose", (1, 2), {}), ("contiguous", (), {}), ("transpose", (1, 2), {})]
+        nhwc, made = node, set()
+        for method, args, kwargs in steps:
+            with graph.inserting_after(nhwc):
+                nhwc = graph.call_method(method, (nhwc, *args), kwargs)
+            made.add(nhwc)
         nhwc.meta.update(node.meta)
-        node.replace_all_uses_with(nhwc, delete_user_cb=lambda user, new=nhwc: user is not new)
+        node.replace_all_uses_with(nhwc, delete_user_cb=lambda user, made=made: user not in made)
         converted += 1
     return converted
 
@@ -232,22 +259,25 @@ CONV_TILE = 128
 MIN_CONV_TILES = 132  # one wave of 128x128 output tiles on an H100: fewer leave SMs idle
 
 
+CONVS = (torch.nn.Conv1d, torch.nn.Conv2d)
+
+
 def _convertible(gm: torch.fx.GraphModule, node: torch.fx.Node) -> bool:
-    """An nn.Conv2d call the kernel computes: groups 1, zero padding given as numbers, fp32
-    4-D input, a tap's channels at least MIN_CONV_CIN."""
+    """An nn.Conv2d (or nn.Conv1d) call the kernel computes: groups 1, zero padding given as
+    numbers, fp32 4-D (3-D) input, a tap's channels at least MIN_CONV_CIN."""
     if node.op != "call_module" or not node.users:
         return False
     conv = gm.get_submodule(str(node.target))
     x, out = _meta(node.args[0]) if node.args else None, _meta(node)
     return (
-        isinstance(conv, torch.nn.Conv2d)
+        isinstance(conv, CONVS)
         and conv.groups == 1
         and conv.padding_mode == "zeros"
         and not isinstance(conv.padding, str)
         and x is not None
         and out is not None
         and x.dtype == torch.float32
-        and x.dim() == 4
+        and x.dim() == conv.weight.dim()
         and conv.in_channels >= MIN_CONV_CIN
     )
 
@@ -255,15 +285,16 @@ def _convertible(gm: torch.fx.GraphModule, node: torch.fx.Node) -> bool:
 def _worth_it(gm: torch.fx.GraphModule, node: torch.fx.Node) -> bool:
     """Enough output tiles and a long enough reduction to beat cuDNN alone."""
     conv, out = gm.get_submodule(str(node.target)), _meta(node)
-    assert isinstance(conv, torch.nn.Conv2d) and out is not None  # _convertible
-    c_out, c_in, kh, kw = conv.weight.shape
-    pixels = out.shape[0] * out.shape[2] * out.shape[3]
-    return c_in * kh * kw >= MIN_CONV_K and -(-pixels // CONV_TILE) * -(-c_out // CONV_TILE) >= MIN_CONV_TILES
+    assert isinstance(conv, CONVS) and out is not None  # _convertible
+    c_out, c_in = conv.weight.shape[:2]
+    taps = conv.weight[0, 0].numel()
+    pixels = out.numel() // c_out
+    return c_in * taps >= MIN_CONV_K and -(-pixels // CONV_TILE) * -(-c_out // CONV_TILE) >= MIN_CONV_TILES
 
 
 def replace_convs(gm: torch.fx.GraphModule) -> int:
-    """When one nn.Conv2d of the graph is worth the kernel (``_worth_it``), every convertible
-    one becomes a ``_kforge_conv3`` call, and the graph's 4-D inputs go channels-last. All or
+    """When one nn.Conv2d or nn.Conv1d of the graph is worth the kernel (``_worth_it``), every
+    convertible one becomes a ``_kforge_conv3`` call, and the graph's inputs go channels-last. All or
     none: a convolution left on cuDNN would take channels-last input, slower there than NCHW,
     and hand on its layout. ResNet-50 whole, H100, strict fp32: every convolution but the stem
     on the kernel 8.14 ms, the faster of kernel and cuDNN chosen per layer 9.23, eager 11.79
@@ -274,7 +305,7 @@ def replace_convs(gm: torch.fx.GraphModule) -> int:
         return 0
     for node in convs:
         conv = gm.get_submodule(str(node.target))
-        assert isinstance(conv, torch.nn.Conv2d) and not isinstance(conv.padding, str)  # _convertible
+        assert isinstance(conv, CONVS) and not isinstance(conv.padding, str)  # _convertible
         with graph.inserting_before(node):
             weight = graph.get_attr(f"{node.target}.weight")
             bias = graph.get_attr(f"{node.target}.bias") if conv.bias is not None else None
@@ -285,7 +316,7 @@ def replace_convs(gm: torch.fx.GraphModule) -> int:
                 tuple(conv.stride),
                 tuple(conv.padding),
                 tuple(conv.dilation),
-                False,
+                None,
             )
             new = graph.create_node("call_function", _kforge_conv3, args, name="conv3")
         new.meta.update(node.meta)

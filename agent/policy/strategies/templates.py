@@ -8,7 +8,10 @@ puts each pattern it finds on its kernel.
   ``cross_entropy_loss``): one read of the logits (:mod:`kforge.tools.losses`);
 - softmax and log-softmax over the last dimension of an fp32 tensor, as a function, a method,
   a module or ATen's op, with a division or multiplication by a constant just before it (a
-  temperature, an attention scale) applied as the input is read (:mod:`kforge.tools.softmax`).
+  temperature, an attention scale) applied as the input is read (:mod:`kforge.tools.softmax`);
+- depthwise convolutions (an ``nn.Conv2d`` with one filter per channel: ConvNeXt's 7 x 7,
+  MobileNet's and EfficientNet's 3 x 3 and 5 x 5), memory-bound at KH * KW multiply-adds per
+  output (:mod:`kforge.tools.depthwise`).
 
 Each kernel is exact in semantics (the float64 bound of the fp32 class judges it like any
 candidate); what the template saves is memory traffic.
@@ -47,6 +50,7 @@ HELPERS = (
     norms.HELPERS
     + "from kforge.tools.losses import cross_entropy as _kforge_cross_entropy\n"
     + "from kforge.tools.softmax import softmax as _kforge_softmax\n"
+    + "from kforge.tools.depthwise import depthwise_conv2d as _kforge_depthwise\n"
 )
 SOFTMAXES = {  # callable -> whether it is the log form
     torch.softmax: False,
@@ -78,6 +82,36 @@ def _kforge_cross_entropy(
 
 def _kforge_softmax(x: torch.Tensor, scale: float, log: bool) -> torch.Tensor:
     return (torch.log_softmax if log else torch.softmax)(x * scale, -1)
+
+
+def _kforge_depthwise(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, stride: Any, padding: Any, dilation: Any
+) -> torch.Tensor:
+    return F.conv2d(x, weight, bias, stride, padding, dilation, x.shape[1])
+
+
+def _depthwise_call(gm: torch.fx.GraphModule, node: Node) -> tuple[Any, ...] | None:
+    """(x, weight, bias, stride, padding, dilation) of an nn.Conv2d with one filter per channel
+    (depth multiplier 1), zero padding given as numbers, on a 4-D fp32 input."""
+    if node.op != "call_module" or len(node.args) != 1 or node.kwargs:
+        return None
+    conv = gm.get_submodule(str(node.target))
+    x = _meta(node.args[0])
+    if (
+        type(conv) is not torch.nn.Conv2d
+        or conv.groups != conv.in_channels
+        or conv.out_channels != conv.in_channels
+        or conv.padding_mode != "zeros"
+        or isinstance(conv.padding, str)
+        or x is None
+        or x.dtype != torch.float32
+        or x.dim() != 4
+    ):
+        return None
+    with gm.graph.inserting_before(node):
+        weight = gm.graph.get_attr(f"{node.target}.weight")
+        bias = gm.graph.get_attr(f"{node.target}.bias") if conv.bias is not None else None
+    return node.args[0], weight, bias, tuple(conv.stride), tuple(conv.padding), tuple(conv.dilation)
 
 
 def _softmax_call(gm: torch.fx.GraphModule, node: Node) -> tuple[Any, bool] | None:
@@ -210,15 +244,18 @@ def replace_templates(gm: torch.fx.GraphModule) -> int:
         norms.replace_norms(gm)
         + _replace_calls(gm, _cross_entropy_call, _kforge_cross_entropy, "cross_entropy")
         + _replace_calls(gm, _softmax_args, _kforge_softmax, "softmax")
+        + _replace_calls(gm, _depthwise_call, _kforge_depthwise, "depthwise")
     )
 
 
 TEMPLATE = _Family(
     "triton-template", "triton-template", "templates", replace_templates, "", HELPERS,
     {"_kforge_norm": norms._kforge_norm, "_kforge_add_norm": norms._kforge_add_norm,
-     "_kforge_cross_entropy": _kforge_cross_entropy, "_kforge_softmax": _kforge_softmax},
+     "_kforge_cross_entropy": _kforge_cross_entropy, "_kforge_softmax": _kforge_softmax,
+     "_kforge_depthwise": _kforge_depthwise},
     "memory-bound patterns on kforge's Triton templates, one read of each input: LayerNorm / RMSNorm"
-    " with the residual add, cross-entropy with label smoothing, (log-)softmax with its scale",
+    " with the residual add, cross-entropy with label smoothing, (log-)softmax with its scale,"
+    " depthwise convolutions",
 )  # fmt: skip
 
 

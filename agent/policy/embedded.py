@@ -11,6 +11,8 @@ chose, when there is one). analyse: the measured variants side by side.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from ...tools.result import Status
 from ...tools.task import source_hash
 from .base import AttemptView, Context, Proposal
@@ -48,13 +50,16 @@ TEMPLATE_ON_KERNEL = 2.0
 SECOND = ("triton-template",)  # families placed second when the analysis found their pattern
 # Families the ranker has no trajectories of, scored as the family they refine (the same
 # kernels), just before it where a call is short (host time is most of it), just after where not.
+# The shipped model learnt compile-cpp-wrapper from the realistic sets' runs (2026-11-26); a
+# model without it (an older file through KFORGE_RANKER) still uses the alias.
 ALIASES = {"compile-cpp-wrapper": "compile-default"}
 HOST_BOUND_MS = 1.0  # eager's time below which the C++ wrapper goes before the default mode
 
 
-def _aliased(family: str, features: TaskFeatures) -> tuple[str, float]:
-    """(the family the ranker scores for ``family``, the score added)."""
-    if family not in ALIASES:
+def _aliased(family: str, features: TaskFeatures, known: Collection[str] = ()) -> tuple[str, float]:
+    """(the family the ranker scores for ``family``, the score added): ``family`` itself once
+    the ranker has weights for it (``known``)."""
+    if family not in ALIASES or family in known:
         return family, 0.0
     short = features.eager_ms is not None and 0 < features.eager_ms < HOST_BOUND_MS
     return ALIASES[family], 0.1 if short else -0.1
@@ -126,7 +131,7 @@ class EmbeddedPolicy:
             rank = {family: float(i) for i, family in enumerate(fixed_order(s.family for s in specs))}
             return _second(sorted(specs, key=lambda s: (-bonus.get(s.family, 0.0), rank[s.family])), bonus)
         vector = task.features.vector()
-        aliased = {s.family: _aliased(s.family, task.features) for s in specs}
+        aliased = {s.family: _aliased(s.family, task.features, self.ranker.weights) for s in specs}
         score = {
             s.family: self.ranker.score(aliased[s.family][0], vector)
             + aliased[s.family][1]

@@ -8,7 +8,12 @@ autotuned, and plain TF32 cuBLAS for scale;
 times are CUDA-event medians. Accuracy: ||out - ref64|| / ||ref64|| against a float64 product, and whether the
 3xTF32 output passes the strict check (allclose to the fp32 result, atol = rtol = 1e-4).
 
-    python bench/bench_tf32x3.py [--convs-only | --models | --resnet]
+    python bench/bench_tf32x3.py [--convs-only | --models | --resnet | --small-k]
+
+``--small-k``: Linear layers with a short reduction (K < 512, below the tf32x3-gemm pass's
+MIN_K) and many rows, as a ConvNeXt's or a small ViT's MLP has them: cuBLAS fp32, the GEMM's two
+paths, and kforge's 3xTF32 convolution run as a 1 x 1 convolution over channels-last rows (it
+splits the activation in registers, so no split pass).
 """
 
 from __future__ import annotations
@@ -59,6 +64,35 @@ MODEL_SHAPES = [
     ("Llama gate/up", 0, 2048, 2048, 8192, False, True),
     ("Llama down", 0, 2048, 8192, 2048, False, True),
 ]
+
+
+# Short reductions, many rows (x @ W^T): ConvNeXt-T's stage-1 MLP at batch 32 (32 x 56 x 56
+# tokens, 96 -> 384 -> 96), DeiT-S's at batch 32 (384 -> 1536 -> 384), and ViT-B's fc1 for scale.
+SMALL_K_SHAPES = [
+    ("ConvNeXt-T pwconv1 96->384", 0, 100352, 96, 384, False, True),
+    ("ConvNeXt-T pwconv2 384->96", 0, 100352, 384, 96, False, True),
+    ("DeiT-S fc1 384->1536", 0, 6304, 384, 1536, False, True),
+    ("DeiT-S fc2 1536->384", 0, 6304, 1536, 384, False, True),
+    ("ViT-B fc1 768->3072", 0, 6304, 768, 3072, False, True),
+]
+
+
+def as_conv1x1(name: str, m: int, k: int, n: int) -> tuple[str, ...]:
+    """x (m, k) @ w^T as kforge's 3xTF32 convolution with a 1 x 1 filter over channels-last
+    rows, against cuBLAS fp32's F.linear: ms and the error against float64."""
+    from kforge.tools.gemm import conv as kconv
+
+    torch.manual_seed(0)
+    x, w = torch.randn(m, k, device="cuda"), torch.randn(n, k, device="cuda") / k**0.5
+    rows = x.view(1, 1, m, k).permute(0, 3, 1, 2)  # (1, k, 1, m), channels-last: x itself
+    w4 = w.view(n, k, 1, 1)
+    ref64 = x.double() @ w.double().t()
+    out = kconv.conv2d(rows, w4).permute(0, 2, 3, 1).reshape(m, n)
+    t_conv = timed(lambda: kconv.conv2d(rows, w4))
+    t_gelu = timed(lambda: kconv.conv2d(rows, w4, act="gelu"))
+    t_fp32 = timed(lambda: torch.nn.functional.linear(x, w))
+    return (name, f"{t_fp32:.3f}", f"{t_conv:.3f}", f"{t_gelu:.3f}", f"{t_fp32 / t_conv:.2f}x",
+            f"{rel_err(out, ref64):.1e}", f"{rel_err(x @ w.t(), ref64):.1e}")  # fmt: skip
 
 
 # (name, batch, C_in, H, W, C_out, kernel, padding): KernelBench L2 1/17, 4, 21, 25 (no
@@ -217,7 +251,7 @@ def measure_conv(
 def main() -> None:
     print(header("python bench/bench_tf32x3.py " + " ".join(sys.argv[1:])))
     rows = []
-    shapes = MODEL_SHAPES if "--models" in sys.argv else SHAPES
+    shapes = MODEL_SHAPES if "--models" in sys.argv else SMALL_K_SHAPES if "--small-k" in sys.argv else SHAPES
     for shape in [] if "--convs-only" in sys.argv or "--resnet" in sys.argv else shapes:
         rows.append(measure(*shape))
         torch.cuda.empty_cache()
@@ -239,6 +273,21 @@ def main() -> None:
         ],
         rows,
     )
+    if "--small-k" in sys.argv:
+        print_table(
+            "the same Linear layers on kforge's 3xTF32 convolution as 1 x 1 (ms, CUDA-event medians of 20)",
+            [
+                "shape",
+                "cuBLAS fp32",
+                "x3 conv 1x1",
+                "x3 conv 1x1 + GELU",
+                "speedup",
+                "err vs fp64",
+                "fp32 err",
+            ],
+            [as_conv1x1(name, m, k, n) for name, _, m, k, n, _, _ in SMALL_K_SHAPES],
+        )
+        return
     convs = []
     for conv in [] if "--models" in sys.argv else RESNET_CONVS if "--resnet" in sys.argv else CONVS:
         convs.append(measure_conv(*conv))

@@ -49,13 +49,14 @@ GPU_ONLY_CHEATS = {"side_stream"}
 # that declares 3xTF32 (which strict fp32 allows); one TF32 pass through kforge's own 3xTF32
 # kernel (an import candidates may make) with the remainders zeroed, and the same through its
 # flash attention with TF32-rounded operands and its convolution with the weight's split
-# patched: caught by the comparisons.
+# patched, and its depthwise template on bf16-cut operands: caught by the comparisons.
 NEVER_OK = {
     "constant_output": "matmul_small",
     "precision_behind_tf32x3": "matmul_small",
     "precision_behind_kforge_kernel": "matmul_small",
     "precision_behind_kforge_attention": "attention_small",
     "precision_behind_kforge_conv": "conv_bn_relu",
+    "precision_behind_kforge_depthwise": "depthwise_small",
 }
 
 # Known gaps in the engine: these tests fail today (strict xfail flips to a failure once fixed).

@@ -546,7 +546,9 @@ def test_the_depthwise_candidate_is_verified_and_a_lost_bias_is_caught(tmp_path,
     edit = ("dwconv_bias, (1, 1), (2, 2), (1, 1))", "None, (1, 1), (2, 2), (1, 1))")
     analysis, good, bad = _judged(tmp_path, DEPTHWISE_TASK, edit, make_cpu_options)
     body = analysis.templates[0].method
-    assert body.count("_kforge_depthwise(") == 1 and "self.grouped(" in body and "self.multiplier(" in body, body
+    assert body.count("_kforge_depthwise(") == 1 and "self.grouped(" in body and "self.multiplier(" in body, (
+        body
+    )
     assert good.status == Status.OK and good.correct, good.log
     assert good.fp64_rel_err is not None and good.fp64_rel_err < 1e-5
     assert bad.status == Status.INCORRECT, bad.log

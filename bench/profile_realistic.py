@@ -5,7 +5,7 @@ CUDA events, median of 100) and profiled (``torch.profiler``, CUDA kernels summe
 the kernels that take the time, so a table says why a strategy wins or loses. Strict fp32.
 Development and seen sets only: an unseen set is measured by ``kforge batch`` alone.
 
-    python bench/profile_realistic.py --tasks unseen/convnext_block,... [--families tf32x3-conv,...]
+    python bench/profile_realistic.py --tasks dev/convnext_block,... [--families tf32x3-conv,...]
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from kforge.tools.task import import_file, load_task
 from kforge.tools.timing import Timer
 
 ROOT = Path(__file__).parent / "realistic"
-TASKS = "unseen/convnext_block,unseen/whisper_conv_stem,unseen/neox_partial_rotary,unseen/efficientnet_mbconv"
+TASKS = "dev/convnext_block,dev/whisper_conv_stem,unseen/neox_partial_rotary,dev/efficientnet_mbconv"
 CALLS = 20
 TOP = 6
 

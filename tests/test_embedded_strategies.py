@@ -308,7 +308,9 @@ def test_tf32x3_candidate_is_verified_by_the_engine_and_a_broken_kernel_is_caugh
     )
     broken = broken.replace("presplit_mm(a, b, bias, act or '')", "presplit_mm(a, b, None, act or '')")
     assert broken != source
-    good, bad = evaluate_many(load_task(GEMM_CHAIN), [source, broken], make_cpu_options())
+    good, bad = evaluate_many(
+        load_task(GEMM_CHAIN), [source, broken], make_cpu_options(trials=2, timing_trials=1)
+    )
     assert good.status == Status.OK and good.correct, good.log
     assert good.fp64_rel_err is not None and good.fp64_rel_err < 1e-5
     assert bad.status == Status.INCORRECT, bad.log
@@ -338,7 +340,9 @@ def test_tf32x3_fuses_the_activation_into_the_gemm_epilogue_and_a_broken_one_is_
     )
     broken = broken.replace("presplit_mm(a, b, bias, act or '')", f"presplit_mm(a, b, bias, {forgotten})")
     assert broken != source
-    good, bad = evaluate_many(load_task(MLP_GELU), [source, broken], make_cpu_options())
+    good, bad = evaluate_many(
+        load_task(MLP_GELU), [source, broken], make_cpu_options(trials=2, timing_trials=1)
+    )
     assert good.status == Status.OK and good.correct, good.log
     assert good.fp64_rel_err is not None and good.fp64_rel_err < 1e-5
     assert bad.status == Status.INCORRECT, bad.log
@@ -435,7 +439,7 @@ def test_tf32x3_conv_candidate_is_verified_by_the_engine_and_a_broken_kernel_is_
         "stride, padding, dilation, act, residual", "stride, (0, 0), dilation, act, residual"
     )
     assert broken != source
-    good, bad = evaluate_many(load_task(path), [source, broken], make_cpu_options())
+    good, bad = evaluate_many(load_task(path), [source, broken], make_cpu_options(trials=2, timing_trials=1))
     assert good.status == Status.OK and good.correct, good.log
     assert bad.status != Status.OK and not bad.correct, (
         bad.log
@@ -467,7 +471,9 @@ def test_tf32x3_conv_folds_an_eval_batchnorm_and_fuses_the_relu_and_a_wrong_fold
     assert static_cheats(source, task.source, "fp32") == []
     broken = source.replace("shift = -mean.double() * scale", "shift = 0.0 * scale")
     assert broken != source
-    good, bad = evaluate_many(load_task(CONV_BN_RELU), [source, broken], make_cpu_options())
+    good, bad = evaluate_many(
+        load_task(CONV_BN_RELU), [source, broken], make_cpu_options(trials=2, timing_trials=1)
+    )
     assert good.status == Status.OK and good.correct, good.log
     assert good.fp64_rel_err is not None and good.fp64_rel_err < 1e-5
     assert bad.status == Status.INCORRECT, bad.log
@@ -498,14 +504,16 @@ def test_tf32x3_conv_adds_a_bottlenecks_residual_in_the_epilogue_and_a_lost_resi
     assert static_cheats(source, task.source, "fp32") == []
     broken = source.replace("dilation, act, residual)", "dilation, act, None)")
     assert broken.count("act, None)") == 2
-    good, bad = evaluate_many(load_task(BOTTLENECK), [source, broken], make_cpu_options())
+    good, bad = evaluate_many(
+        load_task(BOTTLENECK), [source, broken], make_cpu_options(trials=2, timing_trials=1)
+    )
     assert good.status == Status.OK and good.correct, good.log
     assert good.fp64_rel_err is not None and good.fp64_rel_err < 1e-5
     assert bad.status == Status.INCORRECT, bad.log
 
 
 CONV1D_TOKENS = Path(__file__).parent / "fixtures" / "tasks" / "conv1d_gelu_tokens.py"
-WHISPER = Path(__file__).parents[1] / "bench" / "realistic" / "unseen" / "whisper_conv_stem.py"
+WHISPER = Path(__file__).parents[1] / "bench" / "realistic" / "dev" / "whisper_conv_stem.py"
 
 
 def test_tf32x3_conv_takes_conv1d_with_its_gelu_and_a_broken_1d_kernel_is_caught(
@@ -529,7 +537,9 @@ def test_tf32x3_conv_takes_conv1d_with_its_gelu_and_a_broken_1d_kernel_is_caught
     assert static_cheats(source, task.source, "fp32") == []
     broken = source.replace("conv = conv1d_tf32x3 if", "stride = (1,)\n    conv = conv1d_tf32x3 if", 1)
     assert broken != source
-    good, bad = evaluate_many(load_task(CONV1D_TOKENS), [source, broken], make_cpu_options())
+    good, bad = evaluate_many(
+        load_task(CONV1D_TOKENS), [source, broken], make_cpu_options(trials=2, timing_trials=1)
+    )
     assert good.status == Status.OK and good.correct, good.log
     assert good.fp64_rel_err is not None and good.fp64_rel_err < 1e-5
     assert bad.status != Status.OK and not bad.correct, bad.log  # the stride dropped: the wrong shape

@@ -358,7 +358,7 @@ import torch, torch.nn.functional as F
 import matmul_tf32x3_triton as mt
 torch.manual_seed(0)
 a, b, bias = torch.randn(2, 40, 96), torch.randn(96, 24), torch.randn(24)
-want = {"relu": torch.relu, "gelu": F.gelu, "gelu_tanh": lambda t: F.gelu(t, approximate="tanh")}
+want = {"relu": torch.relu, "gelu": F.gelu, "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"), "silu": F.silu}
 worst = 0.0
 for act, fn in want.items():
     for x, mt.PRESPLIT in ((a, True), (a[0], True), (a, False), (a[0], False)):  # kforge's kernel, the file's
@@ -366,7 +366,7 @@ for act, fn in want.items():
         r = fn(x.double() @ b.double() + bias.double())
         worst = max(worst, float((y.double() - r).abs().max() / r.abs().max()), key=lambda v: (v != v, v))  # a NaN wins
 try:
-    mt.matmul_tf32x3(a[0], b, act="silu")
+    mt.matmul_tf32x3(a[0], b, act="swish")
 except ValueError as err:
     print(worst, "refused" if "unknown activation" in str(err) else err)
 """
@@ -545,6 +545,20 @@ def test_tf32x3_conv_takes_conv1d_with_its_gelu_and_a_broken_1d_kernel_is_caught
     assert bad.status != Status.OK and not bad.correct, bad.log  # the stride dropped: the wrong shape
 
 
+YOLO = Path(__file__).parents[1] / "bench" / "realistic" / "dev" / "yolo_conv_bn_silu.py"
+
+
+def test_tf32x3_conv_takes_the_silu_after_a_folded_batchnorm_into_its_epilogue():
+    """YOLOv8's Conv module at its real shapes (Conv2d, eval BatchNorm, nn.SiLU): one kernel call
+    with the norm folded and SiLU in the epilogue; nothing of the three left as a module call.
+    (The kernel's SiLU against float64: tests/test_tf32x3_conv.py.)"""
+    _, analysis, _ = _analysis(YOLO)
+    assert analysis.conv3 is not None, analysis.notes
+    body = analysis.conv3[0].method
+    assert re.findall(r"_kforge_conv3_bn\(.*?, '(\w+)'\)", body) == ["silu"], body
+    assert not re.search(r"self\.(conv|bn|act)\(", body), body
+
+
 RESNET_BLOCK = """
 import torch
 import torch.nn as nn
@@ -721,6 +735,7 @@ def test_epilogue_activations_are_read_in_every_form_and_in_place_only_from_a_so
                 torch.nn.ReLU(inplace=True),
                 torch.nn.GELU("tanh"),
             )
+            self.silu = torch.nn.SiLU()
 
         def forward(self, x):
             outs = [
@@ -730,13 +745,21 @@ def test_epilogue_activations_are_read_in_every_form_and_in_place_only_from_a_so
                 F.relu(x, inplace=True),
                 torch.relu_(x),
             ]
-            outs += [x.relu_(), self.gelu(x), F.gelu(x), F.gelu(x, approximate="tanh"), torch.sigmoid(x)]
+            outs += [
+                x.relu_(),
+                self.gelu(x),
+                F.gelu(x),
+                F.gelu(x, approximate="tanh"),
+                self.silu(x),
+                F.silu(x),
+            ]
+            outs += [torch.sigmoid(x)]
             return outs
 
     gm = torch.fx.symbolic_trace(Forms())
     calls = [n for n in gm.graph.nodes if n.op in ("call_module", "call_function", "call_method")]
     found = [fx_rewrite.activation(gm, n) for n in calls]
-    assert found == ["relu"] * 6 + ["gelu_tanh", "gelu", "gelu_tanh", None], found
+    assert found == ["relu"] * 6 + ["gelu_tanh", "gelu", "gelu_tanh", "silu", "silu", None], found
 
     class Shared(torch.nn.Module):
         def __init__(self):

@@ -1,6 +1,6 @@
 """kforge's 3xTF32 NHWC convolution (tools/gemm/conv.py) under Triton's interpreter: it matches a
 float64 convolution for strides, padding, dilation, 1x1 and 7x7 filters, channel counts that
-are not a multiple of the tile, every epilogue (bias, residual, ReLU, GELU), NCHW and
+are not a multiple of the tile, every epilogue (bias, residual, ReLU, GELU, SiLU), NCHW and
 channels-last inputs; its output has the input's memory format; and a weight's cached split is redone when
 the weight changes. (A wrong candidate built on it is caught by the judge:
 tests/test_embedded_strategies.py.)"""
@@ -22,10 +22,11 @@ def rel(y, ref):
 
 def test_the_kernel_matches_float64_for_every_geometry_and_epilogue(interpreted):
     code = """
-acts = {None: lambda y: y, "relu": torch.relu, "gelu": F.gelu, "gelu_tanh": lambda y: F.gelu(y, approximate="tanh")}
+acts = {None: lambda y: y, "relu": torch.relu, "gelu": F.gelu, "gelu_tanh": lambda y: F.gelu(y, approximate="tanh"),
+        "silu": F.silu}
 worst, layouts = 0.0, set()
 cases = [(2, 20, 9, 11, 24, 3, 1, 1, 1, "relu"), (2, 16, 8, 8, 40, 1, 1, 0, 1, None), (1, 7, 13, 10, 9, 3, 2, 1, 1, "gelu"),
-         (2, 5, 12, 12, 6, 3, 1, 2, 2, "gelu_tanh"), (1, 3, 15, 15, 8, 7, 2, 3, 1, "relu"), (2, 16, 9, 9, 8, 1, 2, 0, 1, None)]
+         (2, 5, 12, 12, 6, 3, 1, 2, 2, "gelu_tanh"), (1, 3, 15, 15, 8, 7, 2, 3, 1, "silu"), (2, 16, 9, 9, 8, 1, 2, 0, 1, None)]
 for n, ci, h, w, co, k, s, p, d, act in cases:
     x, wt, b = torch.randn(n, ci, h, w), torch.randn(co, ci, k, k), torch.randn(co)
     ref = F.conv2d(x.double(), wt.double(), b.double(), s, p, d)
@@ -50,10 +51,11 @@ def test_a_conv1d_on_the_kernel_matches_float64_and_keeps_a_channels_innermost_l
     a residual; an (N, C, L) input gives a contiguous output, a channels-innermost one (Whisper's
     tokens, ``x.transpose(1, 2)`` contiguous) gives that layout back."""
     code = """
-acts = {None: lambda y: y, "relu": torch.relu, "gelu": F.gelu, "gelu_tanh": lambda y: F.gelu(y, approximate="tanh")}
+acts = {None: lambda y: y, "relu": torch.relu, "gelu": F.gelu, "gelu_tanh": lambda y: F.gelu(y, approximate="tanh"),
+        "silu": F.silu}
 worst, layouts = 0.0, set()
 for n, ci, length, co, k, s, p, d, act in [(2, 20, 30, 24, 3, 1, 1, 1, "gelu"), (1, 16, 17, 40, 3, 2, 1, 1, "gelu_tanh"),
-                                           (2, 5, 12, 6, 5, 1, 4, 2, None), (1, 8, 9, 8, 1, 1, 0, 1, "relu")]:
+                                           (2, 5, 12, 6, 5, 1, 4, 2, "silu"), (1, 8, 9, 8, 1, 1, 0, 1, "relu")]:
     x, wt, b = torch.randn(n, ci, length), torch.randn(co, ci, k), torch.randn(co)
     ref = F.conv1d(x.double(), wt.double(), b.double(), s, p, d)
     for inp in (x, x.transpose(1, 2).contiguous().transpose(1, 2)):

@@ -44,7 +44,8 @@ def test_the_kernel_matches_float64_with_every_epilogue_and_a_changed_weight_is_
 import torch.nn.functional as F
 lin = torch.nn.Linear(301, 45)
 x = torch.randn(2, 37, 301)
-acts = {None: lambda y: y, "relu": torch.relu, "gelu": F.gelu, "gelu_tanh": lambda y: F.gelu(y, approximate="tanh")}
+acts = {None: lambda y: y, "relu": torch.relu, "gelu": F.gelu, "gelu_tanh": lambda y: F.gelu(y, approximate="tanh"),
+        "silu": F.silu}
 worst = 0.0
 for act, fn in acts.items():
     ref = fn(x.double() @ lin.weight.double().t() + lin.bias.double())
@@ -60,7 +61,7 @@ with torch.no_grad():
 ref = x.double() @ lin.weight.double().t()
 after = rel(t.matmul(x, lin.weight.t().unsqueeze(0)), ref)
 try:
-    t.matmul(x, b, act="silu")
+    t.matmul(x, b, act="swish")
 except ValueError as err:
     refused = "unknown activation" in str(err)
 print(worst, reused, after, refused)
@@ -79,7 +80,8 @@ def test_on_the_gpu_the_error_stays_at_fp32s_with_every_epilogue_and_no_flag_is_
     lin = torch.nn.Linear(3072, 768).cuda()
     x = torch.randn(2, 700, 3072, device="cuda")
     acts = {None: lambda y: y, "relu": torch.relu, "gelu": torch.nn.functional.gelu,
-            "gelu_tanh": lambda y: torch.nn.functional.gelu(y, approximate="tanh")}  # fmt: skip
+            "gelu_tanh": lambda y: torch.nn.functional.gelu(y, approximate="tanh"),
+            "silu": torch.nn.functional.silu}  # fmt: skip
     with torch.no_grad():
         fp32_err = None
         for act, fn in acts.items():

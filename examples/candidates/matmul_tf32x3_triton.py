@@ -90,6 +90,8 @@ def matmul_tf32x3_kernel(
     elif ACT == 3:  # GELU, tanh form (nn.GELU("tanh")): 0.5 x (1 + tanh u) = x sigmoid(2u)
         u = 0.7978845608028654 * (acc + 0.044715 * acc * acc * acc)
         acc = acc * tl.sigmoid(2.0 * u)
+    elif ACT == 4:  # SiLU (nn.SiLU, F.silu): x sigmoid(x)
+        acc = acc * tl.sigmoid(acc)
     c_ptrs = c_ptr + batch * stride_cb + offs_m[:, None].to(tl.int64) * stride_cm + offs_n[None, :] * stride_cn
     tl.store(c_ptrs, acc, mask=mask_m[:, None] & mask_n[None, :])
 
@@ -150,7 +152,7 @@ def _b_operand(b: torch.Tensor, kp: int) -> torch.Tensor:
     return buf.transpose(1, 2)
 
 
-ACTIVATIONS = {None: 0, "relu": 1, "gelu": 2, "gelu_tanh": 3}  # the kernel's ACT
+ACTIVATIONS = {None: 0, "relu": 1, "gelu": 2, "gelu_tanh": 3, "silu": 4}  # the kernel's ACT
 
 
 def _activate(c: torch.Tensor, act: str | None) -> torch.Tensor:
@@ -168,7 +170,7 @@ def matmul_tf32x3(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = 
     ``act`` a key of ACTIVATIONS (``relu=True`` is "relu")."""
     act = "relu" if relu else act
     if act not in ACTIVATIONS:
-        raise ValueError(f"unknown activation {act!r}: relu, gelu or gelu_tanh")
+        raise ValueError(f"unknown activation {act!r}: relu, gelu, gelu_tanh or silu")
     if a.dtype != torch.float32 or b.dtype != torch.float32:
         raise TypeError("matmul_tf32x3 expects fp32 tensors")
     batched = a.dim() == 3

@@ -17,7 +17,7 @@ tile element by element and split both operands in registers: 11-24 TFLOP/s at R
 shapes, 0.54-1.36x cuDNN fp32 (docs/log/2026-11-26-tf32x3-presplit-and-models.md).
 
 Epilogue, on the accumulator before the one store: bias (an eval-mode BatchNorm folded in by
-the caller), a residual added, then ReLU or GELU. The output has the input's memory format,
+the caller), a residual added, then ReLU, GELU or SiLU. The output has the input's memory format,
 as F.conv2d's has (code after it may ``.view`` it); an NCHW input is converted to NHWC first
 (one pass), so a network run in channels-last pays nothing.
 """
@@ -92,6 +92,8 @@ def conv_kernel(
         acc = 0.5 * acc * (1.0 + tl.erf(acc * 0.7071067811865476))
     elif ACT == 3:  # GELU, tanh form
         acc = acc * tl.sigmoid(1.5957691216057308 * (acc + 0.044715 * acc * acc * acc))
+    elif ACT == 4:  # SiLU: x sigmoid(x)
+        acc = acc * tl.sigmoid(acc)
     tl.store(y_ptr + out, acc, mask=mask)
 
 
@@ -261,10 +263,10 @@ def conv2d(
     residual: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """act(F.conv2d(x, weight, bias, stride, padding, dilation) + residual) for fp32 tensors,
-    groups 1, zero padding; act None, "relu", "gelu" or "gelu_tanh". The result has x's
+    groups 1, zero padding; act None, "relu", "gelu", "gelu_tanh" or "silu". The result has x's
     memory format."""
     if act not in ACTIVATIONS:
-        raise ValueError(f"unknown activation {act!r}: relu, gelu or gelu_tanh")
+        raise ValueError(f"unknown activation {act!r}: relu, gelu, gelu_tanh or silu")
     (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)
     return _conv2d_call(x, weight, bias, [sh, sw], [ph, pw], [dh, dw], act or "", residual)
 
@@ -283,7 +285,7 @@ def conv1d(
     tensors on the same kernel, as a convolution over a one-pixel-high image. The result has
     x's layout: channels innermost (``x.transpose(1, 2)`` contiguous) when x's are."""
     if act not in ACTIVATIONS:
-        raise ValueError(f"unknown activation {act!r}: relu, gelu or gelu_tanh")
+        raise ValueError(f"unknown activation {act!r}: relu, gelu, gelu_tanh or silu")
     one = lambda v: int(v if isinstance(v, int) else v[0])  # noqa: E731
     return _conv2d_call(
         x, weight, bias, [1, one(stride)], [0, one(padding)], [1, one(dilation)], act or "", residual

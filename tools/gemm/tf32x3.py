@@ -30,7 +30,7 @@ import triton.language as tl
 from ..launch import INTERPRETED, cdiv, next_power_of_2
 
 K_BLOCK = 64  # K is padded to a multiple: every BLOCK_K divides it, no mask in the K loop
-ACTIVATIONS = {None: 0, "relu": 1, "gelu": 2, "gelu_tanh": 3}
+ACTIVATIONS = {None: 0, "relu": 1, "gelu": 2, "gelu_tanh": 3, "silu": 4}
 
 
 @triton.jit
@@ -113,6 +113,8 @@ def gemm_kernel(
         acc = 0.5 * acc * (1.0 + tl.erf(acc * 0.7071067811865476))
     elif ACT == 3:  # GELU, tanh form: 0.5 x (1 + tanh u) = x sigmoid(2u)
         acc = acc * tl.sigmoid(1.5957691216057308 * (acc + 0.044715 * acc * acc * acc))
+    elif ACT == 4:  # SiLU: x sigmoid(x)
+        acc = acc * tl.sigmoid(acc)
     c = c_ptr + batch * stride_cb + offs_m[:, None].to(tl.int64) * stride_cm + offs_n[None, :]
     tl.store(c, acc, mask=mask_m[:, None] & mask_n[None, :])
 
@@ -152,7 +154,7 @@ def matmul(
     """act(a3 @ b3 (+ bias)) for fp32 (batch, M, K) @ (batch or 1, K, N); a b3 that is (a view
     of) an nn.Parameter has its split kept on the parameter."""
     if act not in ACTIVATIONS:
-        raise ValueError(f"unknown activation {act!r}: relu, gelu or gelu_tanh")
+        raise ValueError(f"unknown activation {act!r}: relu, gelu, gelu_tanh or silu")
     batch, m, _ = a3.shape
     n = b3.shape[2]
     a_split, w_split = split(a3), weight_split(b3)

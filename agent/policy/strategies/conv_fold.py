@@ -97,6 +97,8 @@ def _activated(out: torch.Tensor, act: str | None) -> torch.Tensor:
         return torch.relu(out)
     if act in ("gelu", "gelu_tanh"):
         return torch.nn.functional.gelu(out, approximate="tanh" if act == "gelu_tanh" else "none")
+    if act == "silu":
+        return torch.nn.functional.silu(out)
     return out
 
 
@@ -198,7 +200,7 @@ def _fuse_residual(gm: torch.fx.GraphModule, conv: torch.fx.Node) -> torch.fx.No
 
 def fuse_epilogue(gm: torch.fx.GraphModule, conv: torch.fx.Node) -> None:
     """Fold the BatchNorm that is ``conv``'s only user, add the tensor that is then added to
-    the result, and move the ReLU or GELU that is the result's only user into the kernel (the
+    the result, and move the ReLU, GELU or SiLU that is the result's only user into the kernel (the
     call's last positional argument)."""
     node = _fuse_residual(gm, _fold_norm(gm, conv))
     act = fx_rewrite.sole_user(node)

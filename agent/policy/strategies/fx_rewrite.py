@@ -108,8 +108,8 @@ def sole_user(node: Node) -> Node | None:
 
 
 def activation(gm: torch.fx.GraphModule, node: Node) -> str | None:
-    """The epilogue name of ``node`` when it is ReLU or GELU (erf or tanh) of one tensor, as a
-    function, a method or a module (``nn.ReLU``, ``nn.GELU``); ATen's forms too. In-place ReLU
+    """The epilogue name of ``node`` when it is ReLU, GELU (erf or tanh) or SiLU of one tensor,
+    as a function, a method or a module (``nn.ReLU``, ``nn.GELU``, ``nn.SiLU``); ATen's forms too. In-place ReLU
     counts (torchvision's ResNet uses it): the callers fuse an activation only when it is its
     input's sole user, so nothing else reads the tensor it would have written into."""
     aten = torch.ops.aten
@@ -120,6 +120,8 @@ def activation(gm: torch.fx.GraphModule, node: Node) -> str | None:
             return "relu"
         if type(module) is torch.nn.GELU:
             return "gelu_tanh" if module.approximate == "tanh" else "gelu"
+        if type(module) is torch.nn.SiLU:
+            return "silu"
         return None
     relus = (torch.relu, torch.relu_, functional.relu, aten.relu.default, aten.relu_.default)
     if _is_call(node, relus, ("relu", "relu_")):
@@ -128,6 +130,9 @@ def activation(gm: torch.fx.GraphModule, node: Node) -> str | None:
         approximate = node.kwargs.get("approximate", "none")
         extra = set(node.kwargs) - {"approximate"}
         return None if extra else {"none": "gelu", "tanh": "gelu_tanh"}.get(str(approximate))
+    silus = (functional.silu, aten.silu.default, aten.silu_.default)
+    if _is_call(node, silus) and len(node.args) == 1 and set(node.kwargs) <= {"inplace"}:
+        return "silu"
     return None
 
 

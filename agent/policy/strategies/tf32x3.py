@@ -77,6 +77,8 @@ def _activate(out: torch.Tensor, act: str | None) -> torch.Tensor:
         return torch.relu(out)
     if act in ("gelu", "gelu_tanh"):
         return torch.nn.functional.gelu(out, approximate="tanh" if act == "gelu_tanh" else "none")
+    if act == "silu":
+        return torch.nn.functional.silu(out)
     return out
 
 

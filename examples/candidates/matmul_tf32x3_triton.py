@@ -161,6 +161,8 @@ def _activate(c: torch.Tensor, act: str | None) -> torch.Tensor:
         return torch.relu_(c)
     if act in ("gelu", "gelu_tanh"):
         return torch.nn.functional.gelu(c, approximate="tanh" if act == "gelu_tanh" else "none")
+    if act == "silu":
+        return torch.nn.functional.silu(c)
     return c
 
 

@@ -89,17 +89,7 @@ def _kforge_conv3(
     """What the emitted convolution call computes (shape propagation runs it on meta tensors)."""
     conv = torch.nn.functional.conv1d if x.dim() == 3 else torch.nn.functional.conv2d
     out = conv(x, weight, bias, stride, padding, dilation)
-    return _activated(out if residual is None else out + residual, act)
-
-
-def _activated(out: torch.Tensor, act: str | None) -> torch.Tensor:
-    if act == "relu":
-        return torch.relu(out)
-    if act in ("gelu", "gelu_tanh"):
-        return torch.nn.functional.gelu(out, approximate="tanh" if act == "gelu_tanh" else "none")
-    if act == "silu":
-        return torch.nn.functional.silu(out)
-    return out
+    return fx_rewrite.activate(out if residual is None else out + residual, act)
 
 
 def _kforge_conv3_bn(
@@ -119,7 +109,7 @@ def _kforge_conv3_bn(
 ) -> torch.Tensor:
     out = _kforge_conv3(x, weight, bias, stride, padding, dilation)
     out = torch.nn.functional.batch_norm(out, mean, var, bn_weight, bn_bias, False, 0.0, eps)
-    return _activated(out if residual is None else out + residual, act)
+    return fx_rewrite.activate(out if residual is None else out + residual, act)
 
 
 HELPERS: dict[str, Callable[..., Any]] = {

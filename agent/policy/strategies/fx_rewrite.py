@@ -136,6 +136,18 @@ def activation(gm: torch.fx.GraphModule, node: Node) -> str | None:
     return None
 
 
+def activate(out: torch.Tensor, act: str | None) -> torch.Tensor:
+    """``out`` through the epilogue ``activation`` names (None: as it is): what a kernel call
+    with that epilogue computes, for shape propagation on meta tensors."""
+    if act == "relu":
+        return torch.relu(out)
+    if act in ("gelu", "gelu_tanh"):
+        return torch.nn.functional.gelu(out, approximate="tanh" if act == "gelu_tanh" else "none")
+    if act == "silu":
+        return torch.nn.functional.silu(out)
+    return out
+
+
 def sum_of_linear(gm: torch.fx.GraphModule) -> int:
     fired = 0
     for node in list(gm.graph.nodes):

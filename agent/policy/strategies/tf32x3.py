@@ -72,28 +72,18 @@ def _kforge_sdpa3(q, k, v, is_causal=False, scale=None):
 '''
 
 
-def _activate(out: torch.Tensor, act: str | None) -> torch.Tensor:
-    if act == "relu":
-        return torch.relu(out)
-    if act in ("gelu", "gelu_tanh"):
-        return torch.nn.functional.gelu(out, approximate="tanh" if act == "gelu_tanh" else "none")
-    if act == "silu":
-        return torch.nn.functional.silu(out)
-    return out
-
-
 def _kforge_mm3(
     a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None, act: str | None = None
 ) -> torch.Tensor:
     """What the emitted call computes (shape propagation runs it on meta tensors)."""
     out = torch.matmul(a, b)
-    return _activate(out if bias is None else out + bias, act)
+    return fx_rewrite.activate(out if bias is None else out + bias, act)
 
 
 def _kforge_linear3(
     x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, act: str | None = None
 ) -> torch.Tensor:
-    return _activate(torch.nn.functional.linear(x, weight, bias), act)
+    return fx_rewrite.activate(torch.nn.functional.linear(x, weight, bias), act)
 
 
 def _kforge_sdpa3(

@@ -21,6 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .gemm.conv import memory_layout, out_size, pair
 from .launch import Tuned, cdiv, eager_or_op
 
 
@@ -77,26 +78,6 @@ _kernel = Tuned(
 )
 
 
-def _pair(v: Any) -> tuple[int, int]:
-    return (int(v), int(v)) if isinstance(v, int) else (int(v[0]), int(v[1]))
-
-
-def _layout(x: torch.Tensor) -> torch.memory_format:
-    plain = x.is_contiguous()
-    cl = x.is_contiguous(memory_format=torch.channels_last)
-    return torch.channels_last if cl and not plain else torch.contiguous_format
-
-
-def _out_shape(
-    x: torch.Tensor, weight: torch.Tensor, stride: list[int], padding: list[int], dilation: list[int]
-) -> list[int]:
-    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
-    kh, kw = weight.shape[2], weight.shape[3]
-    oh = (x.shape[2] + 2 * ph - dh * (kh - 1) - 1) // sh + 1
-    ow = (x.shape[3] + 2 * pw - dw * (kw - 1) - 1) // sw + 1
-    return [x.shape[0], x.shape[1], oh, ow]
-
-
 def _depthwise(
     x: torch.Tensor,
     weight: torch.Tensor,
@@ -113,8 +94,8 @@ def _depthwise(
         raise ValueError(
             f"weight {tuple(weight.shape)} is not depthwise for {x.shape[1]} channels: (C, 1, KH, KW) needed"
         )
-    shape = _out_shape(x, weight, stride, padding, dilation)
-    layout = _layout(x)
+    shape = out_size(x, weight, stride, padding, dilation)
+    layout = memory_layout(x)
     y = torch.empty(shape, device=x.device, dtype=torch.float32, memory_format=layout)
     if y.numel() == 0:
         return y
@@ -159,7 +140,9 @@ def _depthwise_shape(
     padding: list[int],
     dilation: list[int],
 ) -> torch.Tensor:
-    return x.new_empty(_out_shape(x, weight, stride, padding, dilation)).contiguous(memory_format=_layout(x))
+    return x.new_empty(out_size(x, weight, stride, padding, dilation)).contiguous(
+        memory_format=memory_layout(x)
+    )
 
 
 depthwise_op, _call = eager_or_op("kforge::depthwise_conv2d", _depthwise, _depthwise_shape)
@@ -175,5 +158,5 @@ def depthwise_conv2d(
 ) -> torch.Tensor:
     """``F.conv2d(x, weight, bias, stride, padding, dilation, groups=C)`` for fp32 x of C
     channels and a (C, 1, KH, KW) weight, zero padding given as numbers."""
-    (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)
+    (sh, sw), (ph, pw), (dh, dw) = pair(stride), pair(padding), pair(dilation)
     return _call(x, weight, bias, [sh, sw], [ph, pw], [dh, dw])

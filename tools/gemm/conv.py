@@ -135,14 +135,14 @@ def weight_split(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return cached[1], cached[2]
 
 
-def _pair(v: Any) -> tuple[int, int]:
+def pair(v: Any) -> tuple[int, int]:
     return (int(v), int(v)) if isinstance(v, int) else (int(v[0]), int(v[1]))
 
 
 def out_size(x: torch.Tensor, weight: torch.Tensor, stride: Any, padding: Any, dilation: Any) -> list[int]:
     """The output shape of a 2-D convolution, or of a 1-D one as (N, C_out, 1, L_out) with
     [1, s], [0, p], [1, d] for its stride, padding and dilation."""
-    (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)
+    (sh, sw), (ph, pw), (dh, dw) = pair(stride), pair(padding), pair(dilation)
     kh, kw = (1, weight.shape[2]) if weight.dim() == 3 else (weight.shape[2], weight.shape[3])
     height, width = (1, x.shape[2]) if x.dim() == 3 else (x.shape[2], x.shape[3])
     oh = (height + 2 * ph - dh * (kh - 1) - 1) // sh + 1
@@ -150,7 +150,7 @@ def out_size(x: torch.Tensor, weight: torch.Tensor, stride: Any, padding: Any, d
     return [x.shape[0], weight.shape[0], oh, ow]
 
 
-def _layout(x: torch.Tensor) -> torch.memory_format:
+def memory_layout(x: torch.Tensor) -> torch.memory_format:
     """channels-last when x is laid out so (and not also plainly contiguous), as F.conv2d decides."""
     plain = x.is_contiguous()
     return (
@@ -198,7 +198,7 @@ def _conv2d(
     batch, c_out, oh, ow = shape
     x = _as_2d(x)
     c_in, height, width = x.shape[1], x.shape[2], x.shape[3]
-    layout = _layout(x)
+    layout = memory_layout(x)
     x = x.contiguous(memory_format=torch.channels_last)  # no copy when it already is
     y = torch.empty(shape, device=x.device, dtype=torch.float32, memory_format=layout)
     if y.numel() == 0:
@@ -245,7 +245,7 @@ def _conv2d_shape(
     *_: Any,
 ) -> torch.Tensor:
     shape = out_size(x, weight, stride, padding, dilation)
-    y = x.new_empty(shape).contiguous(memory_format=_layout(_as_2d(x)))
+    y = x.new_empty(shape).contiguous(memory_format=memory_layout(_as_2d(x)))
     return y.squeeze(2) if x.dim() == 3 else y
 
 
@@ -267,7 +267,7 @@ def conv2d(
     memory format."""
     if act not in ACTIVATIONS:
         raise ValueError(f"unknown activation {act!r}: relu, gelu, gelu_tanh or silu")
-    (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)
+    (sh, sw), (ph, pw), (dh, dw) = pair(stride), pair(padding), pair(dilation)
     return _conv2d_call(x, weight, bias, [sh, sw], [ph, pw], [dh, dw], act or "", residual)
 
 
@@ -284,9 +284,5 @@ def conv1d(
     """act(F.conv1d(x, weight, bias, stride, padding, dilation) + residual) for fp32 (N, C, L)
     tensors on the same kernel, as a convolution over a one-pixel-high image. The result has
     x's layout: channels innermost (``x.transpose(1, 2)`` contiguous) when x's are."""
-    if act not in ACTIVATIONS:
-        raise ValueError(f"unknown activation {act!r}: relu, gelu, gelu_tanh or silu")
     one = lambda v: int(v if isinstance(v, int) else v[0])  # noqa: E731
-    return _conv2d_call(
-        x, weight, bias, [1, one(stride)], [0, one(padding)], [1, one(dilation)], act or "", residual
-    )
+    return conv2d(x, weight, bias, (1, one(stride)), (0, one(padding)), (1, one(dilation)), act, residual)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from kforge.examples import catalog_pairs
-from kforge.tools.static_checks import static_cheats
+from kforge.tools.static_checks import KERNEL_LIBRARIES, static_cheats
 
 FIXTURE_TASK_SOURCE = (Path(__file__).parent / "fixtures" / "tasks" / "scale_relu.py").read_text()
 
@@ -215,3 +215,15 @@ def test_timer_patches_through_import_aliases_are_caught(snippet: str) -> None:
 def test_using_an_imported_timer_is_not_patching_it() -> None:
     snippet = "from time import perf_counter\nstart = perf_counter()\n"
     assert static_cheats(MODULE + snippet, FIXTURE_TASK_SOURCE, "fp32") == []
+
+
+@pytest.mark.parametrize("library", KERNEL_LIBRARIES)
+def test_every_kernel_library_candidates_may_import_is_no_way_to_the_evaluator(library: str) -> None:
+    """Importing any library on the allowed list (the depthwise template, added 2026-11-26,
+    among them) is accepted, but through the name it binds kforge's clock and judge stay out
+    of reach: a candidate that patches them after the import is caught statically."""
+    imported = f"import {library}\n"
+    assert static_cheats(MODULE + imported, FIXTURE_TASK_SOURCE, "fp32") == []
+    for reach in ("kforge.tools.timing._perf_counter = lambda: 0.0\n", "judge = kforge.tools.judge\n"):
+        reasons = static_cheats(MODULE + imported + reach, FIXTURE_TASK_SOURCE, "fp32")
+        assert any("reaches kforge's own modules" in r for r in reasons), (library, reach, reasons)

@@ -117,6 +117,38 @@ def get_init_inputs():
 '''
 
 
+BLOOM = '''
+BATCH, HEADS, DIM, LENGTH = 2, 4, 8, 16
+
+
+class Model(nn.Module):
+    """BLOOM's eager attention core: ALiBi through baddbmm over (batch * heads), the scores
+    viewed per head for the causal mask filled with the dtype's minimum, then viewed back."""
+
+    def __init__(self):
+        super().__init__()
+        slopes = 2.0 ** -torch.arange(1, HEADS + 1).float()
+        alibi = slopes[:, None, None] * torch.arange(LENGTH).float()[None, None, :]
+        self.register_buffer("alibi", alibi.repeat(BATCH, 1, 1))
+        self.register_buffer("causal", torch.triu(torch.ones(LENGTH, LENGTH, dtype=torch.bool), diagonal=1))
+
+    def forward(self, q, k, v):
+        scores = torch.baddbmm(self.alibi, q, k.transpose(1, 2), beta=1.0, alpha=1 / math.sqrt(DIM))
+        scores = scores.view(BATCH, HEADS, LENGTH, LENGTH)
+        scores = scores.masked_fill(self.causal, torch.finfo(scores.dtype).min)
+        probs = torch.softmax(scores, dim=-1, dtype=torch.float32)
+        return torch.bmm(probs.view(BATCH * HEADS, LENGTH, LENGTH), v)
+
+
+def get_inputs():
+    return [torch.randn(BATCH * HEADS, LENGTH, DIM) for _ in range(3)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
 def _forward(body: str) -> str:
     return HEAD + "class Model(nn.Module):\n    def forward(self, q, k, v):\n" + body + TAIL
 
@@ -143,6 +175,13 @@ MATCHES = {
         "k, v = k.repeat_interleave(3, dim=1), v.repeat_interleave(3, 1)",
     ),
     "additive_bias_second_diagonal": HEAD + TRANSFORMERS_EAGER.replace(".triu(1)", ".triu(2)"),
+    "bloom_alibi": HEAD + BLOOM,
+    "bloom_alibi_no_scale": HEAD + BLOOM.replace(", beta=1.0, alpha=1 / math.sqrt(DIM))", ")"),
+    "fill_then_bias_not_causal": _forward(  # the fill keeps an entry past the diagonal: joined, not causal
+        "        m = torch.triu(torch.ones(16, 16, device=q.device, dtype=torch.bool), diagonal=2)\n"
+        "        s = (q @ k.transpose(-2, -1)) * 0.3 + q[..., :1, :1].transpose(-2, -1).expand(2, 4, 1, 16)\n"
+        "        return torch.softmax(s.masked_fill(m, float('-inf')), dim=-1) @ v\n"
+    ),
     "triu_second_diagonal": _forward(  # keeps one entry past the diagonal: not causal, a boolean mask
         "        m = torch.triu(torch.ones(16, 16, device=q.device, dtype=torch.bool), diagonal=2)\n"
         "        return torch.softmax((q @ k.transpose(-2, -1)).masked_fill(m, float('-inf')), dim=-1) @ v\n"
@@ -156,6 +195,14 @@ LEFT_ALONE = {
         "        s = (q @ k.transpose(-2, -1)).masked_fill(q[..., :1] > 0, -1e9)\n"
         "        return torch.softmax(s, dim=-1) @ v\n"
     ),
+    "bloom_finite_fill_not_causal": HEAD + BLOOM.replace("diagonal=1)", "diagonal=2)"),
+    "bloom_beta_not_one": HEAD + BLOOM.replace("beta=1.0", "beta=0.5"),
+    "bloom_scaled_after_the_bias": HEAD + BLOOM.replace(", beta=1.0, alpha=1 / math.sqrt(DIM))", ") * 0.3"),
+    "bloom_mask_per_batch_over_the_view": HEAD
+    + BLOOM.replace(
+        "torch.triu(torch.ones(LENGTH, LENGTH, dtype=torch.bool), diagonal=1)",
+        "torch.rand(BATCH, HEADS, LENGTH, LENGTH) < 0.2",
+    ).replace("torch.finfo(scores.dtype).min", "float('-inf')"),
     "softmax_over_queries": _forward("        return torch.softmax(q @ k.transpose(-2, -1), dim=-2) @ v\n"),
     "mask_before_scale": _forward(
         "        s = (q @ k.transpose(-2, -1) + q[..., :1]) / 8.0\n        return torch.softmax(s, dim=-1) @ v\n"
@@ -247,6 +294,28 @@ def test_a_causal_mask_built_in_the_forward_becomes_is_causal(
     assert ("is_causal = True" in method) == causal and ("attn_mask" in method) != causal, method
 
 
+@pytest.mark.parametrize("name", ["bloom_alibi", "fill_then_bias_not_causal"])
+def test_a_fill_and_a_bias_join_in_one_mask_marked_when_the_fill_is_causal(tmp_path: Path, name: str) -> None:
+    """BLOOM's ALiBi bias and causal fill (its finite minimum taken because the mask is proved
+    causal) become one ``where(mask, -inf, bias)`` over q's flat batch, the views dropped; the
+    mask carries the bias for the flash kernel only when it is causal."""
+    from kforge.agent.policy.strategies import fx_attention
+    from kforge.agent.policy.strategies.fx_rewrite import _Shapes, trace
+
+    _, analysis = _task(tmp_path, name, MATCHES[name])
+    method = analysis.fx[0].method
+    assert "torch.where(" in method and "attn_mask = where" in method and "view" not in method, method
+    module = _module(MATCHES[name], tmp_path, f"marked_{name}")
+    with torch.device("meta"):
+        model = module.Model()
+    gm = trace(model)
+    gm.meta["buffers"] = lambda: dict(module.Model().named_buffers())
+    _Shapes(gm).run(*[t.to("meta") for t in module.get_inputs()])
+    assert fx_attention.sdpa_attention(gm) == 1
+    marked = [n for n in gm.graph.nodes if fx_attention.CAUSAL_KEY_BIAS in n.meta]
+    assert len(marked) == (name == "bloom_alibi"), gm.graph
+
+
 @pytest.mark.parametrize("name", ["transformers_eager_gqa", "repeat_interleave_gqa"])
 def test_repeated_key_heads_become_enable_gqa_on_the_unrepeated_tensors(tmp_path: Path, name: str) -> None:
     """Key and value heads repeated for grouped-query attention (transformers' repeat_kv, or
@@ -257,12 +326,15 @@ def test_repeated_key_heads_become_enable_gqa_on_the_unrepeated_tensors(tmp_path
     assert "enable_gqa = True" in method and "expand" not in method and "repeat" not in method, method
 
 
-@pytest.mark.parametrize("name", ["llama_eager_attention", "qwen_gqa_attention_eager"])
+@pytest.mark.parametrize(
+    "name", ["llama_eager_attention", "qwen_gqa_attention_eager", "bloom_alibi_attention"]
+)
 def test_transformers_eager_attention_at_real_shapes_goes_to_the_3xtf32_flash_kernel(name: str) -> None:
     """The realistic development tasks in transformers' eager form (Llama 3.2 3B, Qwen2 7B:
-    head dim 128, grouped heads): the 3xTF32 pass puts the SDPA the attention pass made on
-    kforge's flash kernel, causal, over the unrepeated key and value heads, and the policy
-    gives the family its attention bonus (round one)."""
+    head dim 128, grouped heads; BLOOM-560m: ALiBi over flat heads): the 3xTF32 pass puts the
+    SDPA the attention pass made on kforge's flash kernel, causal, over the unrepeated key and
+    value heads (with BLOOM's bias as the kernel's key bias), and the policy gives the family
+    its attention bonus (round one)."""
     from kforge.agent.policy import embedded
 
     task = load_task(REALISTIC_DEV / f"{name}.py")

@@ -74,6 +74,58 @@ print(e_one / fp32, e_map)
     assert one > 20 and mapping > 0.1
 
 
+def test_a_key_bias_with_the_causal_mask_or_without_matches_float64(interpreted):
+    """A key bias (an additive mask the same for every query): BLOOM's ALiBi over bmm's flat
+    (batch * heads) dimension, with the causal mask, at ALiBi's magnitudes (slope times
+    position, up to hundreds); BERT's padding mask (B, 1, 1, S) with -inf on padded keys,
+    without it. Where key 0 is padded under the causal mask, query 0 sees no key: NaN, as
+    PyTorch's math path gives; every other row stays at fp32's error."""
+    code = """
+def reference(q, k, v, causal, bias, dtype):
+    L, S = q.shape[-2], k.shape[-2]
+    scores = (q.to(dtype) @ k.to(dtype).transpose(-2, -1)) * q.shape[-1] ** -0.5 + bias.to(dtype)
+    if causal:
+        scores = scores.masked_fill(torch.ones(L, S, dtype=torch.bool).triu(1), float("-inf"))
+    return torch.softmax(scores, -1) @ v.to(dtype)
+
+slopes = 2.0 ** -torch.arange(1, 5).float()  # 4 heads
+cases = [
+    (torch.randn(8, 45, 32), 2, (slopes[:, None] * torch.arange(70.0)).repeat(2, 1)[:, None, :] * 10, True, 70),
+    (torch.randn(2, 3, 33, 16), None, torch.where(torch.rand(2, 1, 1, 40) < 0.3, float("-inf"), 0.0), False, 40),
+    (torch.randn(2, 3, 33, 16), None, torch.where(torch.arange(40) < 1, float("-inf"), 0.5), True, 40),
+]
+worst, nan_rows = 0.0, 0
+for q, _, bias, causal, S in cases:
+    k, v = torch.randn(*q.shape[:-2], S, q.shape[-1]), torch.randn(*q.shape[:-2], S, q.shape[-1])
+    ref, fp32 = reference(q, k, v, causal, bias, torch.float64), reference(q, k, v, causal, bias, torch.float32)
+    out = A.sdpa(q, k, v, causal, None, bias)
+    assert out.shape == q.shape
+    assert torch.equal(out.isnan(), ref.isnan()), "NaN rows differ"
+    nan_rows += int(ref.isnan().any(-1).sum())
+    keep = ~ref.isnan()
+    err = float((out.double() - ref)[keep].abs().max())
+    worst = max(worst, err / float((fp32.double() - ref)[keep].abs().max()), key=lambda v: (v != v, v))
+print(worst, nan_rows)
+"""
+    worst, nan_rows = interpreted(CODE_PRELUDE + code).split(" ")
+    assert float(worst) < 3.0 and int(nan_rows) == 6  # query 0 of each of the 2 x 3 heads
+
+
+def test_a_dropped_or_misplaced_key_bias_is_far_from_float64(interpreted):
+    """The bias test can fail: the kernel without the bias, or with it read for the wrong head
+    (each head's own slope matters), is wrong outright."""
+    code = """
+q, k, v = torch.randn(1, 4, 40, 32), torch.randn(1, 4, 40, 32), torch.randn(1, 4, 40, 32)
+bias = (2.0 ** -torch.arange(1, 5).float())[:, None, None] * torch.arange(40.0) * 4
+ref = A.sdpa(q, k, v, True, None, bias)
+dropped = A.sdpa(q, k, v, True, None)
+shifted = A.sdpa(q, k, v, True, None, bias.roll(1, 0))
+print(float((ref - dropped).abs().max()), float((ref - shifted).abs().max()))
+"""
+    dropped, shifted = (float(x) for x in interpreted(CODE_PRELUDE + code).split(" "))
+    assert dropped > 0.1 and shifted > 0.1
+
+
 def test_unsupported_operands_get_a_one_line_reason():
     from kforge.tools.gemm import attention
 
@@ -82,6 +134,10 @@ def test_unsupported_operands_get_a_one_line_reason():
     assert "enable_gqa" in attention.unsupported(q, k, k, enable_gqa=False)
     assert "fp32" in attention.unsupported(q.half(), k, k)
     assert "head dims" in attention.unsupported(torch.randn(1, 2, 8, 256), *[torch.randn(1, 2, 8, 256)] * 2)
+    assert attention.unsupported(q, k, k, True, torch.randn(2, 1, 1, 8)[:1]) == ""  # a key bias
+    assert "not a key bias" in attention.unsupported(q, k, k, True, torch.randn(8, 8))  # differs by query
+    assert "not a key bias" in attention.unsupported(q, k, k, True, torch.randn(3, 4, 1, 8))  # larger
+    assert "fp32 key bias" in attention.unsupported(q, k, k, True, torch.zeros(8, dtype=torch.bool))
     with pytest.raises(ValueError, match="call F.scaled_dot_product_attention instead"):
         attention.sdpa(q.half(), k.half(), k.half(), False, None)
 
@@ -196,6 +252,67 @@ def test_the_strategy_puts_attention_on_the_kernel_verified_and_a_broken_kernel_
     assert bad.status == Status.INCORRECT, bad.log
 
 
+BLOOM_TASK = '''
+import math
+
+import torch
+import torch.nn as nn
+
+BATCH, HEADS, DIM, LENGTH = 2, 2, 16, 20
+
+
+class Model(nn.Module):
+    """BLOOM's eager attention core, small: ALiBi through baddbmm, a causal fill of the dtype's minimum."""
+
+    def __init__(self):
+        super().__init__()
+        slopes = 2.0 ** -torch.arange(1, HEADS + 1).float()
+        alibi = slopes[:, None, None] * torch.arange(LENGTH).float()[None, None, :] * 4
+        self.register_buffer("alibi", alibi.repeat(BATCH, 1, 1))
+        self.register_buffer("causal", torch.triu(torch.ones(LENGTH, LENGTH, dtype=torch.bool), diagonal=1))
+
+    def forward(self, q, k, v):
+        scores = torch.baddbmm(self.alibi, q, k.transpose(1, 2), beta=1.0, alpha=1 / math.sqrt(DIM))
+        scores = scores.view(BATCH, HEADS, LENGTH, LENGTH)
+        scores = scores.masked_fill(self.causal, torch.finfo(scores.dtype).min)
+        probs = torch.softmax(scores, dim=-1, dtype=torch.float32)
+        return torch.bmm(probs.view(BATCH * HEADS, LENGTH, LENGTH), v)
+
+
+def get_inputs():
+    return [torch.randn(BATCH * HEADS, LENGTH, DIM) for _ in range(3)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_alibi_attention_goes_on_the_kernel_with_its_bias_verified_and_a_dropped_bias_is_caught(
+    monkeypatch, make_cpu_options, tmp_path
+):
+    """BLOOM's form: the attention pass joins ALiBi and the causal fill; the 3xTF32 pass hands
+    the kernel the bias and the causal flag (the joined (L, S) mask is not built). The
+    candidate is verified by the engine under the interpreter; with the bias dropped it is
+    incorrect."""
+    _small_attention_qualifies(monkeypatch)
+    path = tmp_path / "bloom.py"
+    path.write_text(BLOOM_TASK)
+    task, analysis, specs = _analysis(path)
+    assert analysis.gemm3 is not None, analysis.notes
+    method = analysis.gemm3[0].method
+    assert "_kforge_sdpa3(q, k, v, True, 0.25, alibi)" in method and "where" not in method, method
+    source = registry.build(task, next(s for s in specs if s.family == "tf32x3-gemm"), analysis)
+    assert static_cheats(source, task.source, "fp32") == []
+    broken = source.replace(
+        "attention_tf32x3(q, k, v, is_causal, scale, bias)", "attention_tf32x3(q, k, v, is_causal, scale)"
+    )
+    assert broken != source
+    good, bad = evaluate_many(load_task(path), [source, broken], make_cpu_options(trials=2, timing_trials=1))
+    assert good.status == Status.OK and good.correct, good.log
+    assert bad.status == Status.INCORRECT, bad.log
+
+
 def test_a_masked_or_dropout_attention_is_left_to_pytorch(monkeypatch, tmp_path):
     _small_attention_qualifies(monkeypatch)
     masked = ATTENTION_TASK.replace(
@@ -234,6 +351,33 @@ def test_on_the_gpu_the_error_stays_at_fp32s_at_the_models_shapes():
         fp32_err = float((fp32.double() - ref).norm() / ref.norm())
         assert err < 1.5 * fp32_err + 1e-8, (b, hq, n, err, fp32_err)
     assert torch.backends.cuda.matmul.allow_tf32 is False
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_alibi_and_a_padding_mask_stay_at_fp32s_error():
+    """BLOOM-560m's attention (64 flat heads x 1024, ALiBi + causal) and BERT's padding mask
+    (-inf on a quarter of the keys, not causal): error against float64 within 1.5x of
+    PyTorch's fp32 attention given the same mask."""
+    from kforge.tools.gemm import attention
+
+    torch.manual_seed(0)
+    F = torch.nn.functional
+    slopes = 2.0 ** (-(2.0 ** -(4 - 3)) * torch.arange(1, 17, device="cuda"))  # BLOOM's, 16 heads
+    alibi = (slopes[:, None, None] * torch.arange(1024.0, device="cuda")).repeat(4, 1, 1)  # (64, 1, 1024)
+    causal = torch.ones(1024, 1024, dtype=torch.bool, device="cuda").triu(1)
+    padding = torch.where(torch.rand(8, 1, 1, 512, device="cuda") < 0.25, float("-inf"), 0.0)
+    for q, bias, is_causal in (
+        (torch.randn(64, 1024, 64, device="cuda"), alibi, True),
+        (torch.randn(8, 12, 512, 64, device="cuda"), padding, False),
+    ):
+        k, v = torch.randn_like(q), torch.randn_like(q)
+        mask = torch.where(causal, float("-inf"), bias) if is_causal else bias
+        ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=mask.double())
+        fp32 = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        out = attention.sdpa(q, k, v, is_causal, None, bias)
+        err = float((out.double() - ref).norm() / ref.norm())
+        fp32_err = float((fp32.double() - ref).norm() / ref.norm())
+        assert err < 1.5 * fp32_err + 1e-8, (tuple(q.shape), err, fp32_err)
 
 
 def test_attention_on_the_kernel_puts_the_family_first_in_round_one(monkeypatch, tmp_path):

@@ -30,10 +30,23 @@ class SourceError(ValueError):
 
 def trace(model: torch.nn.Module, concrete_args: dict[str, Any] | None = None) -> torch.fx.GraphModule:
     """``symbolic_trace`` with buffers traced as attributes (not baked in as constants), so a
-    forward may slice a buffer by a traced size (minGPT's ``self.bias[:, :, :T, :T]``)."""
+    forward may slice a buffer by a traced size (minGPT's ``self.bias[:, :, :T, :T]``), and
+    ``torch.finfo`` of a traced dtype recorded as a call (transformers fill masks with
+    ``torch.finfo(scores.dtype).min``, which plain tracing cannot evaluate)."""
     tracer = torch.fx.Tracer()
     tracer.proxy_buffer_attributes = True
-    graph = tracer.trace(model, concrete_args)
+    finfo = torch.finfo
+
+    def traced_finfo(*args: Any, **kwargs: Any) -> Any:
+        if any(isinstance(a, torch.fx.Proxy) for a in (*args, *kwargs.values())):
+            return tracer.create_proxy("call_function", finfo, args, kwargs)
+        return finfo(*args, **kwargs)
+
+    torch.finfo = traced_finfo  # type: ignore[assignment,misc]
+    try:
+        graph = tracer.trace(model, concrete_args)
+    finally:
+        torch.finfo = finfo  # type: ignore[misc]
     return torch.fx.GraphModule(tracer.root, graph, model.__class__.__name__)
 
 

@@ -225,11 +225,12 @@ def linear_tf32x3(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
 
 
 def attention_tf32x3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False,
-                     scale: float | None = None) -> torch.Tensor:
-    """scaled_dot_product_attention(q, k, v, is_causal=..., scale=...) without mask or dropout,
-    grouped query heads allowed: kforge's flash attention with 3xTF32 products, one node under
-    torch.compile."""
-    return flash_sdpa_tf32x3(q, k, v, bool(is_causal), None if scale is None else float(scale))
+                     scale: float | None = None, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """scaled_dot_product_attention(q, k, v, is_causal=..., scale=...) without dropout, grouped
+    query heads allowed, plus an optional key bias (an additive mask the same for every query:
+    a padding mask, ALiBi), with the causal mask or without: kforge's flash attention with
+    3xTF32 products, one node under torch.compile."""
+    return flash_sdpa_tf32x3(q, k, v, bool(is_causal), None if scale is None else float(scale), bias)
 
 
 class ModelNew(nn.Module):

@@ -13,10 +13,14 @@ error grows with its length (bench/bench_tf32_accumulate.py). The softmax (max, 
 rescaling) is fp32.
 
 Semantics are ``scaled_dot_product_attention(q, k, v, is_causal=..., scale=...,
-enable_gqa=...)`` without a mask or dropout: (B, Hq, L, D) queries, (B, Hkv, S, D) keys and
+enable_gqa=...)`` without dropout: (B, Hq, L, D) queries, (B, Hkv, S, D) keys and
 values with Hq a multiple of Hkv (query head h reads key head h // (Hq / Hkv), as
 ``enable_gqa`` does), a causal mask aligned top-left (key j is seen by query i when j <= i),
-the scale 1/sqrt(D) when none is given. Any strides; the output is contiguous.
+the scale 1/sqrt(D) when none is given. Any strides; the output is contiguous. The one mask
+it takes is a key bias: an additive fp32 mask that broadcasts to (B, Hq, 1, S), the same for
+every query (a padding mask, ALiBi's per-head slope times the key's position), added after
+the scale as SDPA adds ``attn_mask``, together with the causal mask or not (SDPA itself takes
+one or the other). A row whose every key is masked gives NaN, as PyTorch's math path does.
 
 kforge's own kernel, tested against float64 (tests/test_tf32x3_attention.py); candidates call
 it through ``sdpa``: the custom op ``kforge::tf32x3_sdpa`` under torch.compile (one graph).
@@ -57,11 +61,12 @@ def _dot3(a_big, a_small, b_big, b_small):
 
 @triton.jit
 def attention_kernel(
-    q_ptr, k_ptr, v_ptr, o_ptr, HQ, GROUP, L, S, D, qk_scale,
+    q_ptr, k_ptr, v_ptr, o_ptr, bias_ptr, HQ, GROUP, L, S, D, qk_scale,
     stride_qb, stride_qh, stride_ql, stride_qd,
     stride_kb, stride_kh, stride_ks, stride_kd,
     stride_vb, stride_vh, stride_vs, stride_vd,
-    CAUSAL: tl.constexpr,
+    stride_bb, stride_bh, stride_bs,
+    CAUSAL: tl.constexpr, BIAS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
     pid_m = tl.program_id(0)
@@ -72,6 +77,7 @@ def attention_kernel(
     q_base = q_ptr + b * stride_qb + h * stride_qh
     k_base = k_ptr + b * stride_kb + kv * stride_kh
     v_base = v_ptr + b * stride_vb + kv * stride_vh
+    bias_base = bias_ptr + b * stride_bb + h * stride_bh
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
@@ -96,13 +102,19 @@ def attention_kernel(
             (cols[None, :] < S) & mask_d[:, None],
         )
         s = _dot3(q_big, q_small, k_big, k_small) * qk_scale  # log2 units: exp2 below
+        if BIAS:
+            bias = tl.load(bias_base + cols.to(tl.int64) * stride_bs, mask=cols < S, other=0.0)
+            s += bias[None, :] * 1.4426950408889634  # log2(e), as in qk_scale
         keep = cols[None, :] < S
         if CAUSAL:
             keep = keep & (cols[None, :] <= rows[:, None])
         s = tl.where(keep, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))  # finite: key 0 is in every row's first block
-        p = tl.math.exp2(s - m_new[:, None])
-        alpha = tl.math.exp2(m_i - m_new)
+        m_new = tl.maximum(m_i, tl.max(s, 1))  # without a bias, finite: key 0 is in every row's first block
+        m_ref = m_new
+        if BIAS:  # -inf while every key so far is masked: subtract 0 there, not -inf (NaN)
+            m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
+        p = tl.math.exp2(s - m_ref[:, None])
+        alpha = tl.math.exp2(m_i - m_ref)
         l_i = l_i * alpha + tl.sum(p, 1)
         v_big, v_small = _parts(
             v_base + cols[:, None].to(tl.int64) * stride_vs + offs_d[None, :] * stride_vd,
@@ -131,47 +143,81 @@ def _configs() -> list[triton.Config]:
 
 
 # Autotuned per shape on the GPU; the interpreter (CI) has no benchmarker: one small tile.
-_kernel = Tuned(attention_kernel, _configs(), ["L", "S", "D", "CAUSAL"], {"BLOCK_M": 16, "BLOCK_N": 16})
+_kernel = Tuned(
+    attention_kernel, _configs(), ["L", "S", "D", "CAUSAL", "BIAS"], {"BLOCK_M": 16, "BLOCK_N": 16}
+)
 
 
-def unsupported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, enable_gqa: bool = False) -> str:
+def _heads(t: torch.Tensor) -> torch.Tensor:
+    """(N, L, D) as (N, 1, L, D): one head per batch entry (attention over bmm's batch)."""
+    return t.unsqueeze(1) if t.dim() == 3 else t
+
+
+def unsupported(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    enable_gqa: bool = False,
+    bias: torch.Tensor | None = None,
+) -> str:
     """Why this kernel cannot compute attention of these operands ("" when it can)."""
     if any(t.dtype != torch.float32 for t in (q, k, v)):
         return "not fp32"
-    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
-        return "not (batch, heads, length, dim)"
-    (b, hq, _, d), (bk, hk, s, dk), (bv, hv, sv, dv) = q.shape, k.shape, v.shape
+    if not q.dim() == k.dim() == v.dim() or q.dim() not in (3, 4):
+        return "not (batch, heads, length, dim) or (batch, length, dim)"
+    (b, hq, _, d), (bk, hk, s, dk), (bv, hv, sv, dv) = (_heads(t).shape for t in (q, k, v))
     if not b == bk == bv or hk != hv or s != sv:
         return "batch, key heads or key length differ"
     if not d == dk == dv or d > MAX_HEAD_DIM:
         return f"head dims {d}, {dk}, {dv}: equal and at most {MAX_HEAD_DIM}"
     if hk == 0 or hq % hk or (hq != hk and not enable_gqa):
         return "query heads not a multiple of key heads under enable_gqa"
+    if bias is not None:
+        if bias.dtype != torch.float32 or bias.dim() > q.dim():
+            return "the mask is not an fp32 key bias"
+        scores = (*q.shape[:-2], 1, s)
+        try:
+            broadcast = torch.broadcast_shapes(bias.shape, scores) == scores
+        except RuntimeError:
+            broadcast = False
+        if not broadcast:
+            return f"the mask {tuple(bias.shape)} is not a key bias: one row for every query, broadcast to {scores}"
     return ""
 
 
 def _sdpa(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool, scale: float | None
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    is_causal: bool,
+    scale: float | None,
+    bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """softmax(q k^T * scale (+ causal mask)) v for (B, Hq, L, D) q and (B, Hkv, S, D) k, v;
-    Hq a multiple of Hkv (grouped queries); scale None means 1/sqrt(D), as PyTorch's."""
-    why = unsupported(q, k, v, enable_gqa=True)
+    """softmax(q k^T * scale + bias (+ causal mask)) v for (B, Hq, L, D) q and (B, Hkv, S, D)
+    k, v (or (B, L, D) all three); Hq a multiple of Hkv (grouped queries); scale None means
+    1/sqrt(D), as PyTorch's; ``bias`` a key bias that broadcasts to (B, Hq, 1, S)."""
+    why = unsupported(q, k, v, True, bias)
     if why:
         raise ValueError(f"kforge::tf32x3_sdpa: {why}; call F.scaled_dot_product_attention instead")
+    flat = q.dim() == 3
+    keys = None if bias is None else _heads(bias.expand(*q.shape[:-2], 1, k.shape[-2]))  # (B, Hq, 1, S)
+    q, k, v = _heads(q), _heads(k), _heads(v)
     batch, hq, length, d = q.shape
     hk, s = k.shape[1], k.shape[2]
     out = torch.empty((batch, hq, length, d), device=q.device, dtype=torch.float32)
-    if out.numel() == 0:
-        return out
-    if s == 0:
-        return out.fill_(float("nan"))  # softmax over no keys, as PyTorch's math path gives
+    if out.numel() == 0 or s == 0:
+        out = out if s else out.fill_(float("nan"))  # softmax over no keys, as PyTorch's math path gives
+        return out.squeeze(1) if flat else out
     qk_scale = (1.0 / math.sqrt(d) if scale is None else scale) * LOG2E
+    bias_strides = (0, 0, 0) if keys is None else (keys.stride(0), keys.stride(1), keys.stride(3))
+    keys = q.new_empty(0) if keys is None else keys
     _kernel(
-        (length, s, d, bool(is_causal)), lambda meta: (cdiv(length, meta["BLOCK_M"]), batch * hq),
-        q, k, v, out, hq, hq // hk, length, s, d, qk_scale, *q.stride(), *k.stride(), *v.stride(),
-        CAUSAL=bool(is_causal), BLOCK_D=max(16, next_power_of_2(d)),
+        (length, s, d, bool(is_causal), bias is not None),
+        lambda meta: (cdiv(length, meta["BLOCK_M"]), batch * hq),
+        q, k, v, out, keys, hq, hq // hk, length, s, d, qk_scale, *q.stride(), *k.stride(), *v.stride(),
+        *bias_strides, CAUSAL=bool(is_causal), BIAS=bias is not None, BLOCK_D=max(16, next_power_of_2(d)),
     )  # fmt: skip
-    return out
+    return out.squeeze(1) if flat else out
 
 
 sdpa_op, sdpa = eager_or_op("kforge::tf32x3_sdpa", _sdpa, lambda q, *_: q.new_empty(q.shape))

@@ -17,9 +17,19 @@ function: the scale is passed as the pattern computes it (1.0 when it has none),
 Also transformers' eager form: key and value heads repeated for grouped-query attention
 (``repeat_kv`` or ``repeat_interleave``) become the unrepeated tensors with ``enable_gqa``; a
 causal mask added from a buffer (0 on and below the diagonal, -inf above) becomes
-``is_causal``; ``softmax(..., dtype=torch.float32)`` on fp32 scores is no cast. Anything else
-(intermediates used elsewhere, the probabilities returned, a finite fill value, an additive
-mask before the scale, batch dimensions that broadcast) is left alone.
+``is_causal``; ``softmax(..., dtype=torch.float32)`` on fp32 scores is no cast. BLOOM's form too: the
+scores as ``baddbmm(bias, q, k^T, alpha=scale)`` over a flat (batch * heads) dimension,
+viewed as (batch, heads) for the mask and back for the product (views that only regroup the
+dimensions before the last two are dropped, the attention computed in q's), the causal mask
+filled with ``torch.finfo(dtype).min``. A finite fill of at most -1e9 is taken only where the
+mask is proved causal: every row then keeps its diagonal, and exp(fill - row max) is 0 as
+exp(-inf) is unless a kept score is itself below about -1e9. A mask fill and an additive
+bias together become one ``attn_mask`` (``where(mask, -inf, bias)``); when the fill is
+causal, the node carries the bias under ``CAUSAL_KEY_BIAS`` so that a kernel taking a key
+bias and the causal mask together (the 3xTF32 flash attention) need not read that (L, S)
+mask. Anything else (intermediates used elsewhere, the probabilities returned, a finite fill
+on a mask not proved causal, an additive mask before the scale, batch dimensions that
+broadcast) is left alone.
 """
 
 from __future__ import annotations
@@ -42,6 +52,9 @@ MATMULS = (torch.matmul, operator.matmul, torch.bmm)
 SOFTMAXES = (torch.softmax, F.softmax, torch.nn.functional.softmax)
 DROPOUTS = (F.dropout, torch.dropout)
 BUFFER_READ_MAX_BYTES = 256 * 2**20  # a Model built on the CPU to read its buffers: at most this much state
+FINITE_FILL_MAX = -1e9  # a finite fill this low is -inf's equal under a causal mask (module doc)
+CAUSAL_KEY_BIAS = "kforge_causal_key_bias"  # node meta: the bias a causal attn_mask was built from
+VIEWS = ("view", "reshape")
 
 
 def _call(node: Any, functions: tuple[Any, ...], methods: tuple[str, ...] = ()) -> bool:
@@ -73,7 +86,43 @@ def _last_dim(dim: Any, ndim: int) -> bool:
 
 
 def _only_user(node: Node, user: Node) -> bool:
-    return list(node.users) == [user]
+    """Whether ``user`` is the one user of ``node`` that reads its values (``x.dtype``, as
+    ``torch.finfo(x.dtype)`` reads it, does not)."""
+    return [u for u in node.users if not _reads_dtype(u)] == [user]
+
+
+def _reads_dtype(node: Node) -> bool:
+    return _call(node, (getattr,)) and len(node.args) == 2 and node.args[1] == "dtype"
+
+
+def _regroups_batch(node: Any) -> Node | None:
+    """x when ``node`` is ``x.view(...)`` / ``reshape`` that keeps the last two dims and only
+    regroups the ones before (BLOOM's (batch * heads, L, S) <-> (batch, heads, L, S))."""
+    if not _call(node, (torch.reshape,), VIEWS) or not isinstance(node.args[0], Node):
+        return None
+    before, after = _shape(node.args[0]), _shape(node)
+    if before is None or after is None or len(before) < 3 or len(after) < 3 or before[-2:] != after[-2:]:
+        return None
+    return node.args[0] if math.prod(before) == math.prod(after) else None
+
+
+def _batch_free(mask: Any) -> bool:
+    """Whether a mask is the same for every batch entry (all dims before the last two are 1),
+    so that it means the same over any grouping of the batch dimensions."""
+    shape = _shape(mask)
+    return shape is not None and all(d == 1 for d in shape[:-2])
+
+
+def _very_negative(value: Any) -> bool:
+    """A fill at most FINITE_FILL_MAX: a number, or ``torch.finfo(dtype).min`` as traced."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return value <= FINITE_FILL_MAX
+    return (
+        _call(value, (getattr,))
+        and len(value.args) == 2
+        and value.args[1] == "min"
+        and _call(value.args[0], (torch.finfo,))
+    )
 
 
 def _transposed_last_two(node: Any) -> Node | None:
@@ -102,6 +151,11 @@ def _match(gm: torch.fx.GraphModule, out: Node) -> dict[str, Any] | None:
     probs, v = out.args
     if not isinstance(probs, Node) or not _only_user(probs, out):
         return None
+    viewed = _regroups_batch(probs)
+    if viewed is not None:  # probs.view(B * H, L, S) @ v
+        probs = viewed if _only_user(viewed, probs) else None
+        if probs is None:
+            return None
     if _call(probs, DROPOUTS, ("dropout",)) and _arg(probs, 1, "p", 0.5) == 0:
         probs = _input(probs)
     elif (drop := _module(gm, probs, torch.nn.Dropout)) is not None and drop.p == 0:
@@ -123,7 +177,9 @@ def _match(gm: torch.fx.GraphModule, out: Node) -> dict[str, Any] | None:
     if not _last_dim(dim, len(shape)):
         return None
     found = _scores(probs.args[0], probs, v)
-    return _grouped(found) if found is not None else None
+    if found is None or _shape(out) != (*_shape(found["q"])[:-1], _shape(v)[-1]):  # type: ignore[index]
+        return None  # the views did not come back to q's batch dimensions
+    return _grouped(found)
 
 
 def _input(node: Node) -> Node | None:
@@ -156,16 +212,36 @@ def _casts(softmax: Node) -> bool:
 
 
 def _scores(node: Any, user: Node, v: Any) -> dict[str, Any] | None:
-    """Walk back from softmax's input through at most one mask and one scale to q @ k^T."""
-    found: dict[str, Any] = {"v": v, "scale": 1.0, "mask": None}
+    """Walk back from softmax's input through at most one mask fill, one additive mask, one
+    scale (or baddbmm's bias and alpha) and views that regroup the batch to q @ k^T."""
+    found: dict[str, Any] = {"v": v, "scale": 1.0, "mask": None, "bias": None, "finite": False}
+    views = 0  # a mask found before a view (walking back) is over the view's batch dims
+    masks: list[tuple[int, Any]] = []  # (views passed when found, mask)
     while isinstance(node, Node) and _only_user(node, user):
         if _call(node, MATMULS, ("matmul", "bmm")) and len(node.args) == 2:
-            k = _transposed_last_two(node.args[1])
-            if k is None or not _only_user(node.args[1], node):  # type: ignore[arg-type]
+            if any(seen < views and not _batch_free(mask) for seen, mask in masks):
+                return None  # a mask over the viewed batch dims would mean another thing in q's
+            return _qk(found, node, node.args[0], node.args[1])
+        if _call(node, (torch.baddbmm,), ("baddbmm",)) and len(node.args) == 3:
+            bias, q, kt = node.args
+            alpha, beta = node.kwargs.get("alpha", 1), node.kwargs.get("beta", 1)
+            if set(node.kwargs) - {"alpha", "beta"} or beta != 1 or not _scalar(alpha):
                 return None
-            found |= {"q": node.args[0], "k": k}
-            return found if _same_batch(found) else None
-        if _call(node, (operator.truediv, torch.div), ("div",)) and _scalar(node.args[1]):
+            if found["scale"] != 1.0 or found["bias"] is not None or not isinstance(bias, Node):
+                return None  # a later scale would scale the bias too; one bias
+            if found["mask"] is not None and found["mask"][0] != "fill":
+                return None
+            if _dtype(bias) != _dtype(node):
+                return None
+            found["bias"] = bias  # q's batch dims: baddbmm broadcasts it to the scores' shape
+            if alpha != 1:
+                found["scale"] = ("mul", alpha)
+            if any(seen < views and not _batch_free(mask) for seen, mask in masks):
+                return None
+            return _qk(found, node, q, kt)
+        if _regroups_batch(node) is not None:
+            views += 1
+        elif _call(node, (operator.truediv, torch.div), ("div",)) and _scalar(node.args[1]):
             if found["scale"] != 1.0:
                 return None  # two scales
             found["scale"] = ("div", node.args[1])
@@ -175,24 +251,46 @@ def _scores(node: Any, user: Node, v: Any) -> dict[str, Any] | None:
             found["scale"] = ("mul", node.args[1])
         elif _call(node, (torch.masked_fill,), ("masked_fill",)) and found["mask"] is None:
             value = _arg(node, 2, "value")
-            if not (isinstance(value, float) and math.isinf(value) and value < 0):
+            if isinstance(value, float) and math.isinf(value) and value < 0:
+                pass
+            elif _very_negative(value):
+                found["finite"] = True  # taken only if the mask proves causal (sdpa_attention)
+            else:
                 return None  # a finite fill is not the same function on a fully masked row
+            masks.append((views, node.args[1]))
             found["mask"] = ("fill", node.args[1])
-        elif _call(node, (operator.add, torch.add), ("add",)) and found["mask"] is None:
+        elif _call(node, (operator.add, torch.add), ("add",)) and found["bias"] is None:
             if found["scale"] != 1.0:
                 return None  # walking back, the scale came first: the mask is added before it
             if len(node.args) != 2 or not isinstance(node.args[1], Node) or _shape(node.args[1]) is None:
                 return None
-            mask_meta, scores_meta = node.args[1].meta.get("tensor_meta"), node.meta.get("tensor_meta")
-            if node.kwargs.get("alpha", 1) != 1 or getattr(mask_meta, "dtype", None) != getattr(
-                scores_meta, "dtype", 0
-            ):
+            if node.kwargs.get("alpha", 1) != 1 or _dtype(node.args[1]) != _dtype(node):
                 return None  # a bool "added" is a keep-mask to SDPA, not a bias
-            found["mask"] = ("add", node.args[1])
+            masks.append((views, node.args[1]))
+            if found["mask"] is None:
+                found["mask"] = ("add", node.args[1])
+            elif found["mask"][0] == "fill":
+                found["bias"] = node.args[1]  # a fill came after: the two join (sdpa_attention)
+            else:
+                return None  # two additive masks
         else:
             return None
         user, node = node, node.args[0]
     return None
+
+
+def _dtype(node: Any) -> Any:
+    meta = node.meta.get("tensor_meta") if isinstance(node, Node) else None
+    return getattr(meta, "dtype", None)
+
+
+def _qk(found: dict[str, Any], scores: Node, q: Any, kt: Any) -> dict[str, Any] | None:
+    """``found`` completed with q and k when ``kt`` is k transposed, used by ``scores`` alone."""
+    k = _transposed_last_two(kt)
+    if k is None or not _only_user(kt, scores):
+        return None
+    found |= {"q": q, "k": k}
+    return found if _same_batch(found) else None
 
 
 def _same_batch(found: dict[str, Any]) -> bool:
@@ -276,7 +374,11 @@ Buffers = Callable[[], dict[str, torch.Tensor]]  # read only when a pattern need
 
 def _sliced_buffer(node: Any, buffers: Buffers, size: tuple[int, int]) -> torch.Tensor | None:
     """The value of ``buffer[..., :L, :S]`` (a slice from the start on the last two dims,
-    whole on the others) when ``node`` is that and the buffer's value is known."""
+    whole on the others), or of the buffer itself when it is that size, when ``node`` is one
+    of these and the buffer's value is known."""
+    if isinstance(node, Node) and node.op == "get_attr":
+        value = buffers().get(str(node.target))
+        return value if value is not None and tuple(value.shape[-2:]) == size else None
     if not _call(node, (operator.getitem,)) or not isinstance(node.args[0], Node):
         return None
     attr, index = node.args
@@ -303,6 +405,9 @@ def _causal(mask: Any, q: tuple[int, ...] | None, k: tuple[int, ...] | None, buf
     if q is None or k is None:
         return False
     size = (q[-2], k[-2])
+    value = _sliced_buffer(mask, buffers, size)  # a boolean buffer, True above the diagonal
+    if value is not None and value.dtype == torch.bool:
+        return bool(torch.equal(value, torch.ones(size, dtype=torch.bool).triu(1).expand_as(value)))
     if _call(mask, (operator.eq, torch.eq), ("eq",)) and mask.args[1] == 0:
         value = _sliced_buffer(mask.args[0], buffers, size)
         if value is not None:
@@ -336,6 +441,15 @@ def _causal_bias(mask: Any, q: tuple[int, ...] | None, k: tuple[int, ...] | None
     return bool(torch.equal(value, causal.expand_as(value)))
 
 
+def _in_q_dims(graph: torch.fx.Graph, mask: Node, q: tuple[int, ...]) -> Node:
+    """``mask`` with the dims it has beyond q's dropped, when they are 1 (a mask found over the
+    viewed batch dimensions, which _scores accepts only batch-free)."""
+    shape = _shape(mask)
+    if shape is None or len(shape) <= len(q):
+        return mask
+    return graph.call_method("reshape", (mask, *shape[-2:]))
+
+
 def sdpa_attention(gm: torch.fx.GraphModule) -> int:
     """Rewrite every hand-written attention in ``gm`` (shapes propagated); returns how many."""
     graph, count = gm.graph, 0
@@ -344,27 +458,40 @@ def sdpa_attention(gm: torch.fx.GraphModule) -> int:
         found = _match(gm, out)
         if found is None:
             continue
+        q, k = _shape(found["q"]), _shape(found["k"])
+        how, mask = found["mask"] or (None, None)
+        bias = found["bias"]
+        causal = (how == "fill" and _causal(mask, q, k, buffers)) or (
+            how == "add" and _causal_bias(mask, q, k, buffers)
+        )
+        if found["finite"] and not causal:
+            continue  # a finite fill equals -inf's only where every row keeps a key
         with graph.inserting_before(out):
             scale: Any = 1.0
             if isinstance(found["scale"], tuple):
-                how, value = found["scale"]
-                if how == "mul":
+                how_scaled, value = found["scale"]
+                if how_scaled == "mul":
                     scale = value
                 elif isinstance(value, int | float):  # a number: SDPA's scale stays a number
                     scale = 1.0 / value
                 else:
                     scale = graph.call_function(operator.truediv, (1.0, value))
             kwargs: dict[str, Any] = {"scale": scale}
-            if found["mask"] is not None:
-                how, mask = found["mask"]
-                if how == "fill" and _causal(mask, _shape(found["q"]), _shape(found["k"]), buffers):
-                    kwargs["is_causal"] = True  # kernels skip the masked blocks
-                elif how == "add" and _causal_bias(mask, _shape(found["q"]), _shape(found["k"]), buffers):
-                    kwargs["is_causal"] = True
-                elif how == "fill":
-                    kwargs["attn_mask"] = graph.call_function(torch.logical_not, (mask,))
-                else:
-                    kwargs["attn_mask"] = mask
+            if how is not None:
+                mask = _in_q_dims(graph, mask, q)  # type: ignore[arg-type]
+            if bias is not None and how is None:  # baddbmm's bias alone: an additive mask
+                kwargs["attn_mask"] = bias
+            elif bias is not None:  # a fill and a bias: one mask (SDPA takes one)
+                joined = graph.call_function(torch.where, (mask, -math.inf, bias))
+                if causal:
+                    joined.meta[CAUSAL_KEY_BIAS] = bias
+                kwargs["attn_mask"] = joined
+            elif causal:
+                kwargs["is_causal"] = True  # kernels skip the masked blocks
+            elif how == "fill":
+                kwargs["attn_mask"] = graph.call_function(torch.logical_not, (mask,))
+            elif how == "add":
+                kwargs["attn_mask"] = mask
             if found.get("gqa"):
                 kwargs["enable_gqa"] = True
             attention = graph.call_function(

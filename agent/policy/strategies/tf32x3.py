@@ -31,7 +31,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from . import conv_fold, fx_rewrite
+from . import conv_fold, fx_attention, fx_rewrite
 from .corpus_kernels import prior_kernel
 from .fx_rewrite import meta as _meta
 from .source import Body, Spec
@@ -67,8 +67,8 @@ def _kforge_linear3(x, weight, bias=None, act=None):
     return linear_tf32x3(x, weight, bias, act)
 
 
-def _kforge_sdpa3(q, k, v, is_causal=False, scale=None):
-    return attention_tf32x3(q, k, v, is_causal, scale)
+def _kforge_sdpa3(q, k, v, is_causal=False, scale=None, bias=None):
+    return attention_tf32x3(q, k, v, is_causal, scale, bias)
 '''
 
 
@@ -87,11 +87,21 @@ def _kforge_linear3(
 
 
 def _kforge_sdpa3(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False, scale: float | None = None
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    is_causal: bool = False,
+    scale: float | None = None,
+    bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
+    """What the emitted call computes; shape propagation runs it on meta tensors."""
     enable_gqa = q.dim() == 4 and k.dim() == 4 and q.shape[1] != k.shape[1]
+    if bias is not None and is_causal:  # SDPA takes one mask: the causal one joins the bias
+        size = (q.shape[-2], k.shape[-2])
+        causal = torch.ones(size, dtype=torch.bool, device=q.device).triu(1)
+        bias, is_causal = torch.where(causal, float("-inf"), bias), False
     return torch.nn.functional.scaled_dot_product_attention(
-        q, k, v, is_causal=is_causal, scale=scale, enable_gqa=enable_gqa
+        q, k, v, attn_mask=bias, is_causal=is_causal, scale=scale, enable_gqa=enable_gqa
     )
 
 
@@ -139,30 +149,39 @@ SDPA_DEFAULTS = (None, None, None, None, 0.0, False, None, False)
 
 
 def _sdpa_call(node: torch.fx.Node) -> tuple[Any, ...] | None:
-    """(q, k, v, is_causal, scale) of a scaled_dot_product_attention the flash kernel computes
-    (fp32, no mask, no dropout, head dim <= 128, grouped heads only under enable_gqa, enough
-    query tiles to fill the GPU), else None."""
+    """(q, k, v, is_causal, scale, key bias or None) of a scaled_dot_product_attention the
+    flash kernel computes (fp32, no mask but a key bias, no dropout, head dim <= 128, grouped
+    heads only under enable_gqa, enough query tiles to fill the GPU), else None. The key bias
+    is the mask when it is one (the same for every query), or the bias the attention pass
+    joined with a causal mask it proved (``fx_attention.CAUSAL_KEY_BIAS``)."""
     if node.op != "call_function" or node.target not in SDPAS:
         return None
     values = fx_rewrite.call_args(node, SDPA_ARGS, SDPA_DEFAULTS)
     if values is None:
         return None
     q, k, v, mask, dropout, causal, scale, gqa = values
-    if mask is not None or dropout not in (0, 0.0) or not isinstance(causal, bool):
+    if dropout not in (0, 0.0) or not isinstance(causal, bool):
         return None
     if not (scale is None or isinstance(scale, float | int)) or not isinstance(gqa, bool):
         return None
     from ....tools.gemm.attention import unsupported  # Triton: imported when a graph is rewritten
 
-    qm, km, vm = _meta(q), _meta(k), _meta(v)
-    if qm is None or km is None or vm is None or unsupported(qm, km, vm, gqa):
+    bias = mask
+    if isinstance(mask, torch.fx.Node) and mask.meta.get(fx_attention.CAUSAL_KEY_BIAS) is not None:
+        bias, causal = mask.meta[fx_attention.CAUSAL_KEY_BIAS], True
+    qm, km, vm, bm = _meta(q), _meta(k), _meta(v), _meta(bias)
+    if qm is None or km is None or vm is None or (bias is not None and bm is None):
         return None
+    if unsupported(qm, km, vm, gqa, bm):
+        return None
+    if qm.dim() == 3:
+        qm, km = qm.unsqueeze(1), km.unsqueeze(1)
     batch, heads, length, dim = qm.shape
     if batch * heads * -(-length // ATTENTION_TILE) < MIN_TILES or km.shape[2] < ATTENTION_MIN_KEYS:
         return None
     if dim > ATTENTION_MAX_DIM and heads == km.shape[1]:
         return None  # PyTorch's memory-efficient kernel wins there; grouped heads it runs as math
-    return q, k, v, causal, scale
+    return (q, k, v, causal, scale) if bias is None else (q, k, v, causal, scale, bias)
 
 
 def replace_gemms(gm: torch.fx.GraphModule) -> int:

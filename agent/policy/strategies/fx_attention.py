@@ -36,33 +36,25 @@ from __future__ import annotations
 
 import math
 import operator
-import uuid
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
 import torch.fx
 import torch.nn.functional as F
 
-from ....tools.task import import_file
+from .fx_masks import Buffers, batch_free, causal_bias, very_negative
+from .fx_masks import arg as _arg
+from .fx_masks import call as _call
+from .fx_masks import causal as is_causal_mask
+from .fx_masks import real_buffers as real_buffers  # the registry reads buffers through here
+from .fx_masks import shape as _shape
 
 Node = torch.fx.Node
 MATMULS = (torch.matmul, operator.matmul, torch.bmm)
 SOFTMAXES = (torch.softmax, F.softmax, torch.nn.functional.softmax)
 DROPOUTS = (F.dropout, torch.dropout)
-BUFFER_READ_MAX_BYTES = 256 * 2**20  # a Model built on the CPU to read its buffers: at most this much state
-FINITE_FILL_MAX = -1e9  # a finite fill this low is -inf's equal under a causal mask (module doc)
 CAUSAL_KEY_BIAS = "kforge_causal_key_bias"  # node meta: the bias a causal attn_mask was built from
 VIEWS = ("view", "reshape")
-
-
-def _call(node: Any, functions: tuple[Any, ...], methods: tuple[str, ...] = ()) -> bool:
-    if not isinstance(node, Node):
-        return False
-    return (node.op == "call_function" and node.target in functions) or (
-        node.op == "call_method" and node.target in methods
-    )
 
 
 def _module(gm: torch.fx.GraphModule, node: Any, kind: type) -> Any:
@@ -70,15 +62,6 @@ def _module(gm: torch.fx.GraphModule, node: Any, kind: type) -> Any:
         mod = gm.get_submodule(str(node.target))
         return mod if isinstance(mod, kind) else None
     return None
-
-
-def _shape(node: Any) -> tuple[int, ...] | None:
-    meta = node.meta.get("tensor_meta") if isinstance(node, Node) else None
-    return tuple(meta.shape) if meta is not None and hasattr(meta, "shape") else None
-
-
-def _arg(node: Node, index: int, name: str, default: Any = None) -> Any:
-    return node.args[index] if len(node.args) > index else node.kwargs.get(name, default)
 
 
 def _last_dim(dim: Any, ndim: int) -> bool:
@@ -104,25 +87,6 @@ def _regroups_batch(node: Any) -> Node | None:
     if before is None or after is None or len(before) < 3 or len(after) < 3 or before[-2:] != after[-2:]:
         return None
     return node.args[0] if math.prod(before) == math.prod(after) else None
-
-
-def _batch_free(mask: Any) -> bool:
-    """Whether a mask is the same for every batch entry (all dims before the last two are 1),
-    so that it means the same over any grouping of the batch dimensions."""
-    shape = _shape(mask)
-    return shape is not None and all(d == 1 for d in shape[:-2])
-
-
-def _very_negative(value: Any) -> bool:
-    """A fill at most FINITE_FILL_MAX: a number, or ``torch.finfo(dtype).min`` as traced."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return value <= FINITE_FILL_MAX
-    return (
-        _call(value, (getattr,))
-        and len(value.args) == 2
-        and value.args[1] == "min"
-        and _call(value.args[0], (torch.finfo,))
-    )
 
 
 def _transposed_last_two(node: Any) -> Node | None:
@@ -219,26 +183,13 @@ def _scores(node: Any, user: Node, v: Any) -> dict[str, Any] | None:
     masks: list[tuple[int, Any]] = []  # (views passed when found, mask)
     while isinstance(node, Node) and _only_user(node, user):
         if _call(node, MATMULS, ("matmul", "bmm")) and len(node.args) == 2:
-            if any(seen < views and not _batch_free(mask) for seen, mask in masks):
+            if any(seen < views and not batch_free(mask) for seen, mask in masks):
                 return None  # a mask over the viewed batch dims would mean another thing in q's
             return _qk(found, node, node.args[0], node.args[1])
         if _call(node, (torch.baddbmm,), ("baddbmm",)) and len(node.args) == 3:
-            bias, q, kt = node.args
-            alpha, beta = node.kwargs.get("alpha", 1), node.kwargs.get("beta", 1)
-            if set(node.kwargs) - {"alpha", "beta"} or beta != 1 or not _scalar(alpha):
+            if any(seen < views and not batch_free(mask) for seen, mask in masks):
                 return None
-            if found["scale"] != 1.0 or found["bias"] is not None or not isinstance(bias, Node):
-                return None  # a later scale would scale the bias too; one bias
-            if found["mask"] is not None and found["mask"][0] != "fill":
-                return None
-            if _dtype(bias) != _dtype(node):
-                return None
-            found["bias"] = bias  # q's batch dims: baddbmm broadcasts it to the scores' shape
-            if alpha != 1:
-                found["scale"] = ("mul", alpha)
-            if any(seen < views and not _batch_free(mask) for seen, mask in masks):
-                return None
-            return _qk(found, node, q, kt)
+            return _baddbmm(found, node)
         if _regroups_batch(node) is not None:
             views += 1
         elif _call(node, (operator.truediv, torch.div), ("div",)) and _scalar(node.args[1]):
@@ -253,7 +204,7 @@ def _scores(node: Any, user: Node, v: Any) -> dict[str, Any] | None:
             value = _arg(node, 2, "value")
             if isinstance(value, float) and math.isinf(value) and value < 0:
                 pass
-            elif _very_negative(value):
+            elif very_negative(value):
                 found["finite"] = True  # taken only if the mask proves causal (sdpa_attention)
             else:
                 return None  # a finite fill is not the same function on a fully masked row
@@ -277,6 +228,23 @@ def _scores(node: Any, user: Node, v: Any) -> dict[str, Any] | None:
             return None
         user, node = node, node.args[0]
     return None
+
+
+def _baddbmm(found: dict[str, Any], node: Node) -> dict[str, Any] | None:
+    """``found`` completed from BLOOM's ``baddbmm(bias, q, k^T, beta=1, alpha=scale)``: the bias
+    added after the scale, in q's batch dimensions (baddbmm broadcasts it to the scores')."""
+    bias, q, kt = node.args
+    alpha, beta = node.kwargs.get("alpha", 1), node.kwargs.get("beta", 1)
+    if set(node.kwargs) - {"alpha", "beta"} or beta != 1 or not _scalar(alpha):
+        return None
+    if found["scale"] != 1.0 or found["bias"] is not None or not isinstance(bias, Node):
+        return None  # a later scale would scale the bias too; one bias
+    if (found["mask"] is not None and found["mask"][0] != "fill") or _dtype(bias) != _dtype(node):
+        return None
+    found["bias"] = bias
+    if alpha != 1:
+        found["scale"] = ("mul", alpha)
+    return _qk(found, node, q, kt)
 
 
 def _dtype(node: Any) -> Any:
@@ -346,101 +314,6 @@ def _grouped(found: dict[str, Any]) -> dict[str, Any]:
     return {**found, "k": k[0], "v": v[0], "gqa": True}
 
 
-def _ones(node: Any, size: tuple[int, int]) -> bool:
-    """``torch.ones(L, S, ...)`` (any dtype, any device) of exactly ``size``."""
-    return _call(node, (torch.ones,)) and _shape(node) == size
-
-
-def real_buffers(task_path: Path, meta_model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """The task's buffers with their values (a causal mask registered in ``__init__``): the
-    Model built once more on the CPU, when its parameters and buffers are small enough."""
-    state = [*meta_model.parameters(), *meta_model.buffers()]
-    if not any(True for _ in meta_model.buffers()):
-        return {}
-    if sum(t.numel() * t.element_size() for t in state) > BUFFER_READ_MAX_BYTES:
-        return {}
-    try:
-        module = import_file(task_path, f"kforge_buffers_{uuid.uuid4().hex[:8]}")
-        with torch.device("cpu"):
-            torch.manual_seed(0)
-            model = module.Model(*module.get_init_inputs())
-        return dict(model.named_buffers())
-    except Exception:  # the task's own code: no values, no is_causal from a buffer
-        return {}
-
-
-Buffers = Callable[[], dict[str, torch.Tensor]]  # read only when a pattern needs a buffer's value
-
-
-def _sliced_buffer(node: Any, buffers: Buffers, size: tuple[int, int]) -> torch.Tensor | None:
-    """The value of ``buffer[..., :L, :S]`` (a slice from the start on the last two dims,
-    whole on the others), or of the buffer itself when it is that size, when ``node`` is one
-    of these and the buffer's value is known."""
-    if isinstance(node, Node) and node.op == "get_attr":
-        value = buffers().get(str(node.target))
-        return value if value is not None and tuple(value.shape[-2:]) == size else None
-    if not _call(node, (operator.getitem,)) or not isinstance(node.args[0], Node):
-        return None
-    attr, index = node.args
-    if attr.op != "get_attr" or not isinstance(index, tuple):
-        return None
-    value = buffers().get(str(attr.target))
-    if value is None:
-        return None
-    if len(index) != value.dim() or not all(
-        isinstance(i, slice) and i.start is None and i.step is None for i in index
-    ):
-        return None
-    shape = _shape(node)
-    if any(i.stop is not None for i in index[:-2]) or shape is None or shape[-2:] != size:
-        return None
-    return value[..., : size[0], : size[1]]  # the stops are the traced sizes: the node's shape says them
-
-
-def _causal(mask: Any, q: tuple[int, ...] | None, k: tuple[int, ...] | None, buffers: Buffers) -> bool:
-    """Whether ``mask`` (True = masked) is the causal one, the size of the scores: built in the
-    forward (``triu(ones(L, S), diagonal=1)``, ``tril(ones(L, S)) == 0``) or read from a buffer
-    whose value is known (``tril_buffer[:, :, :L, :S] == 0``). SDPA's ``is_causal`` masks the
-    same (top-left aligned) entries."""
-    if q is None or k is None:
-        return False
-    size = (q[-2], k[-2])
-    value = _sliced_buffer(mask, buffers, size)  # a boolean buffer, True above the diagonal
-    if value is not None and value.dtype == torch.bool:
-        return bool(torch.equal(value, torch.ones(size, dtype=torch.bool).triu(1).expand_as(value)))
-    if _call(mask, (operator.eq, torch.eq), ("eq",)) and mask.args[1] == 0:
-        value = _sliced_buffer(mask.args[0], buffers, size)
-        if value is not None:
-            keep = torch.ones(size, dtype=torch.bool).tril()
-            return bool(torch.equal(value != 0, keep.expand_as(value)))
-    if _call(mask, (torch.triu,), ("triu",)) and _arg(mask, 1, "diagonal", 0) == 1:
-        return _ones(mask.args[0], size)
-    if _call(mask, (operator.eq, torch.eq), ("eq",)) and mask.args[1] == 0:
-        tril = mask.args[0]
-        return (
-            _call(tril, (torch.tril,), ("tril",))
-            and _arg(tril, 1, "diagonal", 0) == 0
-            and _ones(tril.args[0], size)
-        )
-    return False
-
-
-def _causal_bias(mask: Any, q: tuple[int, ...] | None, k: tuple[int, ...] | None, buffers: Buffers) -> bool:
-    """Whether the additive ``mask`` is the causal one: a buffer's value, sliced to the scores'
-    size, that is 0 on and below the diagonal and -inf above (``full(-inf).triu(1)``, as
-    transformers' eager attention adds it)."""
-    if q is None or k is None:
-        return False
-    size = (q[-2], k[-2])
-    value = _sliced_buffer(mask, buffers, size)
-    if value is None or not value.is_floating_point():
-        return False
-    causal = torch.zeros(size, dtype=value.dtype).masked_fill(
-        torch.ones(size, dtype=torch.bool).triu(1), -math.inf
-    )
-    return bool(torch.equal(value, causal.expand_as(value)))
-
-
 def _in_q_dims(graph: torch.fx.Graph, mask: Node, q: tuple[int, ...]) -> Node:
     """``mask`` with the dims it has beyond q's dropped, when they are 1 (a mask found over the
     viewed batch dimensions, which _scores accepts only batch-free)."""
@@ -461,8 +334,8 @@ def sdpa_attention(gm: torch.fx.GraphModule) -> int:
         q, k = _shape(found["q"]), _shape(found["k"])
         how, mask = found["mask"] or (None, None)
         bias = found["bias"]
-        causal = (how == "fill" and _causal(mask, q, k, buffers)) or (
-            how == "add" and _causal_bias(mask, q, k, buffers)
+        causal = (how == "fill" and is_causal_mask(mask, q, k, buffers)) or (
+            how == "add" and causal_bias(mask, q, k, buffers)
         )
         if found["finite"] and not causal:
             continue  # a finite fill equals -inf's only where every row keeps a key

@@ -26,7 +26,9 @@ class InteractingLayer(nn.Module):
         if self.use_res:
             self.W_Res = nn.Parameter(torch.empty(embedding_size, embedding_size))
         for tensor in self.parameters():
-            nn.init.normal_(tensor, mean=0.0, std=embedding_size**-0.5)  # trained scale (DeepCTR inits at 0.05)
+            nn.init.normal_(
+                tensor, mean=0.0, std=embedding_size**-0.5
+            )  # trained scale (DeepCTR inits at 0.05)
 
     def forward(self, inputs):
         # None F D

@@ -19,7 +19,9 @@ class _DenseLayer(nn.Module):
         self.conv1 = nn.Conv2d(num_input_features, bn_size * growth_rate, kernel_size=1, stride=1, bias=False)
         self.norm2 = nn.BatchNorm2d(bn_size * growth_rate)
         self.relu2 = nn.ReLU(inplace=True)
-        self.conv2 = nn.Conv2d(bn_size * growth_rate, growth_rate, kernel_size=3, stride=1, padding=1, bias=False)
+        self.conv2 = nn.Conv2d(
+            bn_size * growth_rate, growth_rate, kernel_size=3, stride=1, padding=1, bias=False
+        )
 
     def bn_function(self, inputs):
         concated_features = torch.cat(inputs, 1)
@@ -39,7 +41,7 @@ class Model(nn.Module):
         self.layers = nn.ModuleDict()
         for i in range(NUM_LAYERS):
             layer = _DenseLayer(NUM_INPUT_FEATURES + i * GROWTH_RATE, GROWTH_RATE, BN_SIZE)
-            self.layers.add_module("denselayer%d" % (i + 1), layer)
+            self.layers.add_module(f"denselayer{i + 1}", layer)
         with torch.no_grad():  # trained statistics
             for m in self.modules():
                 if isinstance(m, nn.BatchNorm2d):
@@ -50,14 +52,16 @@ class Model(nn.Module):
 
     def forward(self, init_features):
         features = [init_features]
-        for name, layer in self.layers.items():
+        for _name, layer in self.layers.items():
             new_features = layer(features)
             features.append(new_features)
         return torch.cat(features, 1)
 
 
 def get_inputs():
-    return [torch.relu(torch.randn(BATCH, NUM_INPUT_FEATURES, SIZE, SIZE))]  # after the stem's ReLU + max-pool
+    return [
+        torch.relu(torch.randn(BATCH, NUM_INPUT_FEATURES, SIZE, SIZE))
+    ]  # after the stem's ReLU + max-pool
 
 
 def get_init_inputs():

@@ -59,7 +59,9 @@ def top2gating(logits, capacity_fraction):
     gates2 = gates2_s.unsqueeze(-1) * mask2.to(gates2_s.dtype)
     locations1_sc = one_hot(locations1_s, num_classes=capacity, unsqueeze_indices=True)
     locations2_sc = one_hot(locations2_s, num_classes=capacity, unsqueeze_indices=True)
-    combine1_sec = torch.bmm(gates1.unsqueeze(-1), locations1_sc.to(gates1.dtype).unsqueeze(1))  # "se,sc->sec"
+    combine1_sec = torch.bmm(
+        gates1.unsqueeze(-1), locations1_sc.to(gates1.dtype).unsqueeze(1)
+    )  # "se,sc->sec"
     combine2_sec = torch.bmm(gates2.unsqueeze(-1), locations2_sc.to(gates2.dtype).unsqueeze(1))
     combine_weights = combine1_sec + combine2_sec
     dispatch_mask = combine_weights.bool()
@@ -95,11 +97,13 @@ class Model(nn.Module):
         dispatched_input = dispatched_input.reshape(self.all2all_size, self.num_local_experts, -1, d_model)
         chunks = dispatched_input.chunk(self.num_local_experts, dim=1)
         expert_outputs = []
-        for chunk, expert in zip(chunks, self.experts):
+        for chunk, expert in zip(chunks, self.experts, strict=False):
             expert_outputs += [expert(chunk)]
         expert_output = torch.cat(expert_outputs, dim=1)
         expert_output = expert_output.reshape(self.all2all_size * self.num_local_experts, -1, d_model)
-        combined_output = combine_weights.view(S, E * C).mm(expert_output.view(E * C, M))  # einsum("sec,ecm->sm")
+        combined_output = combine_weights.view(S, E * C).mm(
+            expert_output.view(E * C, M)
+        )  # einsum("sec,ecm->sm")
         return combined_output.reshape(input.shape)
 
 

@@ -85,7 +85,9 @@ class Model(nn.Module):
     def forward(self, hidden_states):
         input_shape = hidden_states.shape[:-1]
         hidden_shape = (*input_shape, -1, HEAD_DIM)
-        position_ids = torch.arange(input_shape[1], device=hidden_states.device)[None, :].expand(input_shape[0], -1)
+        position_ids = torch.arange(input_shape[1], device=hidden_states.device)[None, :].expand(
+            input_shape[0], -1
+        )
         cos, sin = self.rotary(hidden_states, position_ids)
         attention_mask = self.sliding_causal_mask(input_shape[1], hidden_states.device, hidden_states.dtype)
 

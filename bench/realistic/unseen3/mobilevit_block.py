@@ -112,7 +112,11 @@ class Model(nn.Module):
         # [B, C, H, W] --> [B * C * n_h, n_w, p_h, p_w]
         x = x.reshape(B * C * num_patch_h, patch_h, num_patch_w, patch_w).transpose(1, 2)
         # [B * C * n_h, n_w, p_h, p_w] --> [BP, N, C] where P = p_h * p_w and N = n_h * n_w
-        x = x.reshape(B, C, num_patches, self.patch_area).transpose(1, 3).reshape(B * self.patch_area, num_patches, -1)
+        x = (
+            x.reshape(B, C, num_patches, self.patch_area)
+            .transpose(1, 3)
+            .reshape(B * self.patch_area, num_patches, -1)
+        )
 
         # Global representations
         x = self.transformer(x)

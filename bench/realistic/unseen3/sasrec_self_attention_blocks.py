@@ -47,7 +47,9 @@ class Model(nn.Module):
     def log2feats(self, log_seqs):
         seqs = self.item_emb(log_seqs)
         seqs *= self.item_emb.embedding_dim**0.5
-        positions = torch.arange(log_seqs.shape[1], device=log_seqs.device)[None, :].expand(log_seqs.shape[0], -1)
+        positions = torch.arange(log_seqs.shape[1], device=log_seqs.device)[None, :].expand(
+            log_seqs.shape[0], -1
+        )
         seqs += self.pos_emb(positions)
 
         timeline_mask = log_seqs == 0

@@ -21,7 +21,7 @@ class CIN(nn.Module):
         self.split_half = split_half
         self.activation = nn.ReLU(inplace=True)
         self.conv1ds = nn.ModuleList()
-        for i, size in enumerate(self.layer_size):
+        for _i, size in enumerate(self.layer_size):
             self.conv1ds.append(nn.Conv1d(self.field_nums[-1] * self.field_nums[0], size, 1))
             if self.split_half:
                 self.field_nums.append(size // 2)

@@ -1,0 +1,151 @@
+"""The masks of hand-written attention, read off the FX graph for :mod:`.fx_attention`: whether
+a boolean or additive mask is the causal one (built in the forward, or a buffer whose value
+the Model built once on the CPU gives), whether a mask is the same for every batch entry, and
+whether a finite fill is low enough to stand for -inf under a causal mask."""
+
+from __future__ import annotations
+
+import math
+import operator
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.fx
+
+from ....tools.task import import_file
+
+Node = torch.fx.Node
+BUFFER_READ_MAX_BYTES = 256 * 2**20  # a Model built on the CPU to read its buffers: at most this much state
+FINITE_FILL_MAX = -1e9  # a finite fill this low is -inf's equal under a causal mask (fx_attention's doc)
+Buffers = Callable[[], dict[str, torch.Tensor]]  # read only when a pattern needs a buffer's value
+
+
+def call(node: Any, functions: tuple[Any, ...], methods: tuple[str, ...] = ()) -> bool:
+    if not isinstance(node, Node):
+        return False
+    return (node.op == "call_function" and node.target in functions) or (
+        node.op == "call_method" and node.target in methods
+    )
+
+
+def shape(node: Any) -> tuple[int, ...] | None:
+    meta = node.meta.get("tensor_meta") if isinstance(node, Node) else None
+    return tuple(meta.shape) if meta is not None and hasattr(meta, "shape") else None
+
+
+def arg(node: Node, index: int, name: str, default: Any = None) -> Any:
+    return node.args[index] if len(node.args) > index else node.kwargs.get(name, default)
+
+
+def _ones(node: Any, size: tuple[int, int]) -> bool:
+    """``torch.ones(L, S, ...)`` (any dtype, any device) of exactly ``size``."""
+    return call(node, (torch.ones,)) and shape(node) == size
+
+
+def real_buffers(task_path: Path, meta_model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The task's buffers with their values (a causal mask registered in ``__init__``): the
+    Model built once more on the CPU, when its parameters and buffers are small enough."""
+    state = [*meta_model.parameters(), *meta_model.buffers()]
+    if not any(True for _ in meta_model.buffers()):
+        return {}
+    if sum(t.numel() * t.element_size() for t in state) > BUFFER_READ_MAX_BYTES:
+        return {}
+    try:
+        module = import_file(task_path, f"kforge_buffers_{uuid.uuid4().hex[:8]}")
+        with torch.device("cpu"):
+            torch.manual_seed(0)
+            model = module.Model(*module.get_init_inputs())
+        return dict(model.named_buffers())
+    except Exception:  # the task's own code: no values, no is_causal from a buffer
+        return {}
+
+
+def sliced_buffer(node: Any, buffers: Buffers, size: tuple[int, int]) -> torch.Tensor | None:
+    """The value of ``buffer[..., :L, :S]`` (a slice from the start on the last two dims,
+    whole on the others), or of the buffer itself when it is that size, when ``node`` is one
+    of these and the buffer's value is known."""
+    if isinstance(node, Node) and node.op == "get_attr":
+        value = buffers().get(str(node.target))
+        return value if value is not None and tuple(value.shape[-2:]) == size else None
+    if not call(node, (operator.getitem,)) or not isinstance(node.args[0], Node):
+        return None
+    attr, index = node.args
+    if attr.op != "get_attr" or not isinstance(index, tuple):
+        return None
+    value = buffers().get(str(attr.target))
+    if value is None:
+        return None
+    if len(index) != value.dim() or not all(
+        isinstance(i, slice) and i.start is None and i.step is None for i in index
+    ):
+        return None
+    dims = shape(node)
+    if any(i.stop is not None for i in index[:-2]) or dims is None or dims[-2:] != size:
+        return None
+    return value[..., : size[0], : size[1]]  # the stops are the traced sizes: the node's shape says them
+
+
+def causal(mask: Any, q: tuple[int, ...] | None, k: tuple[int, ...] | None, buffers: Buffers) -> bool:
+    """Whether ``mask`` (True = masked) is the causal one, the size of the scores: built in the
+    forward (``triu(ones(L, S), diagonal=1)``, ``tril(ones(L, S)) == 0``) or read from a buffer
+    whose value is known (``tril_buffer[:, :, :L, :S] == 0``). SDPA's ``is_causal`` masks the
+    same (top-left aligned) entries."""
+    if q is None or k is None:
+        return False
+    size = (q[-2], k[-2])
+    value = sliced_buffer(mask, buffers, size)  # a boolean buffer, True above the diagonal
+    if value is not None and value.dtype == torch.bool:
+        return bool(torch.equal(value, torch.ones(size, dtype=torch.bool).triu(1).expand_as(value)))
+    if call(mask, (operator.eq, torch.eq), ("eq",)) and mask.args[1] == 0:
+        value = sliced_buffer(mask.args[0], buffers, size)
+        if value is not None:
+            keep = torch.ones(size, dtype=torch.bool).tril()
+            return bool(torch.equal(value != 0, keep.expand_as(value)))
+    if call(mask, (torch.triu,), ("triu",)) and arg(mask, 1, "diagonal", 0) == 1:
+        return _ones(mask.args[0], size)
+    if call(mask, (operator.eq, torch.eq), ("eq",)) and mask.args[1] == 0:
+        tril = mask.args[0]
+        return (
+            call(tril, (torch.tril,), ("tril",))
+            and arg(tril, 1, "diagonal", 0) == 0
+            and _ones(tril.args[0], size)
+        )
+    return False
+
+
+def causal_bias(mask: Any, q: tuple[int, ...] | None, k: tuple[int, ...] | None, buffers: Buffers) -> bool:
+    """Whether the additive ``mask`` is the causal one: a buffer's value, sliced to the scores'
+    size, that is 0 on and below the diagonal and -inf above (``full(-inf).triu(1)``, as
+    transformers' eager attention adds it)."""
+    if q is None or k is None:
+        return False
+    size = (q[-2], k[-2])
+    value = sliced_buffer(mask, buffers, size)
+    if value is None or not value.is_floating_point():
+        return False
+    causal = torch.zeros(size, dtype=value.dtype).masked_fill(
+        torch.ones(size, dtype=torch.bool).triu(1), -math.inf
+    )
+    return bool(torch.equal(value, causal.expand_as(value)))
+
+
+def batch_free(mask: Any) -> bool:
+    """Whether a mask is the same for every batch entry (all dims before the last two are 1),
+    so that it means the same over any grouping of the batch dimensions."""
+    dims = shape(mask)
+    return dims is not None and all(d == 1 for d in dims[:-2])
+
+
+def very_negative(value: Any) -> bool:
+    """A fill at most FINITE_FILL_MAX: a number, or ``torch.finfo(dtype).min`` as traced."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return value <= FINITE_FILL_MAX
+    return (
+        call(value, (getattr,))
+        and len(value.args) == 2
+        and value.args[1] == "min"
+        and call(value.args[0], (torch.finfo,))
+    )

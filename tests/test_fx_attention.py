@@ -149,6 +149,55 @@ def get_init_inputs():
 '''
 
 
+T5 = '''
+class Model(nn.Module):
+    """T5's attention core: unscaled scores, a position bias plus the padding mask added in
+    place (the bias built on ``scores.device``), softmax of ``scores.float()`` cast back with
+    ``type_as``."""
+
+    def __init__(self):
+        super().__init__()
+        self.position_bias = nn.Parameter(torch.randn(1, 4, 16, 16))
+
+    def forward(self, q, k, v, mask):
+        scores = torch.matmul(q, k.transpose(3, 2))
+        position_bias = self.position_bias.to(scores.device) + mask
+        scores += position_bias
+        probs = nn.functional.softmax(scores.float(), dim=-1).type_as(scores)
+        return torch.matmul(probs, v)
+
+
+def get_inputs():
+    mask = torch.where(torch.arange(16) < 13, 0.0, torch.finfo(torch.float32).min).expand(2, 1, 1, 16)
+    return [torch.randn(2, 4, 16, 8), torch.randn(2, 4, 16, 8), torch.randn(2, 4, 16, 8), mask]
+
+
+def get_init_inputs():
+    return []
+'''
+
+SHAPE_UNPACKED = '''
+class Model(nn.Module):
+    """Shapes unpacked as transformers and diffusers write them: ``(*x.shape[:-1], -1, d)`` and
+    ``int(c)``, which plain FX tracing cannot follow."""
+
+    def forward(self, x):
+        hidden_shape = (*x.shape[:-1], -1, 8)
+        q = x.view(hidden_shape).transpose(1, 2)
+        b, h, n, c = q.shape
+        scores = torch.matmul(q, q.transpose(-1, -2)) * int(c) ** -0.5
+        return torch.matmul(scores.softmax(dim=-1), q)
+
+
+def get_inputs():
+    return [torch.randn(2, 16, 32)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
 def _forward(body: str) -> str:
     return HEAD + "class Model(nn.Module):\n    def forward(self, q, k, v):\n" + body + TAIL
 
@@ -175,6 +224,8 @@ MATCHES = {
         "k, v = k.repeat_interleave(3, dim=1), v.repeat_interleave(3, 1)",
     ),
     "additive_bias_second_diagonal": HEAD + TRANSFORMERS_EAGER.replace(".triu(1)", ".triu(2)"),
+    "t5_position_bias": HEAD + T5,
+    "shape_unpacked": HEAD + SHAPE_UNPACKED,
     "bloom_alibi": HEAD + BLOOM,
     "bloom_alibi_no_scale": HEAD + BLOOM.replace(", beta=1.0, alpha=1 / math.sqrt(DIM))", ")"),
     "fill_then_bias_not_causal": _forward(  # the fill keeps an entry past the diagonal: joined, not causal
@@ -292,6 +343,25 @@ def test_a_causal_mask_built_in_the_forward_becomes_is_causal(
     _, analysis = _task(tmp_path, name, MATCHES[name])
     method = analysis.fx[0].method
     assert ("is_causal = True" in method) == causal and ("attn_mask" in method) != causal, method
+
+
+def test_a_forward_plain_tracing_cannot_follow_is_traced_with_shapes_known(tmp_path: Path) -> None:
+    """The fallback is what makes the shape-unpacking forward match: plain tracing fails on it."""
+    from kforge.tools.fx_source import trace
+
+    module = _module(HEAD + SHAPE_UNPACKED, tmp_path, "shape_unpacked_plain")
+    with pytest.raises(Exception, match="Proxy"):
+        trace(module.Model())
+    gm = trace(module.Model(), meta_inputs=[x.to("meta") for x in module.get_inputs()])
+    assert any(n.target == "softmax" for n in gm.graph.nodes)
+
+
+def test_t5s_scores_read_for_their_device_are_not_computed_any_more(tmp_path: Path) -> None:
+    """T5 builds its bias on ``scores.device``: the rewrite reads q's device instead, so the
+    (B, H, L, S) scores matmul is gone from the candidate, not kept alive for its device."""
+    _, analysis = _task(tmp_path, "t5", MATCHES["t5_position_bias"])
+    method = analysis.fx[0].method
+    assert "matmul" not in method and "attn_mask = add" in method and "scale = 1.0" in method, method
 
 
 @pytest.mark.parametrize("name", ["bloom_alibi", "fill_then_bias_not_causal"])

@@ -79,7 +79,9 @@ def test_a_key_bias_with_the_causal_mask_or_without_matches_float64(interpreted)
     (batch * heads) dimension, with the causal mask, at ALiBi's magnitudes (slope times
     position, up to hundreds); BERT's padding mask (B, 1, 1, S) with -inf on padded keys,
     without it. Where key 0 is padded under the causal mask, query 0 sees no key: NaN, as
-    PyTorch's math path gives; every other row stays at fp32's error."""
+    PyTorch's math path gives; every other row stays at fp32's error. A bias per query and
+    key: T5's position bias plus a padding mask, and a strided (heads, L, S) bias under the
+    causal mask."""
     code = """
 def reference(q, k, v, causal, bias, dtype):
     L, S = q.shape[-2], k.shape[-2]
@@ -93,6 +95,10 @@ cases = [
     (torch.randn(8, 45, 32), 2, (slopes[:, None] * torch.arange(70.0)).repeat(2, 1)[:, None, :] * 10, True, 70),
     (torch.randn(2, 3, 33, 16), None, torch.where(torch.rand(2, 1, 1, 40) < 0.3, float("-inf"), 0.0), False, 40),
     (torch.randn(2, 3, 33, 16), None, torch.where(torch.arange(40) < 1, float("-inf"), 0.5), True, 40),
+    # T5: a position bias per head, query and key plus a padding mask per batch and key
+    (torch.randn(2, 3, 33, 16), None, torch.randn(1, 3, 33, 40) * 3 + torch.where(torch.rand(2, 1, 1, 40) < 0.2, -1e9, 0.0), False, 40),
+    # Swin: (heads, L, S) transposed in memory, under the causal mask
+    (torch.randn(2, 3, 33, 16), None, torch.randn(3, 40, 33).transpose(1, 2), True, 40),
 ]
 worst, nan_rows = 0.0, 0
 for q, _, bias, causal, S in cases:
@@ -108,22 +114,25 @@ for q, _, bias, causal, S in cases:
 print(worst, nan_rows)
 """
     worst, nan_rows = interpreted(CODE_PRELUDE + code).split(" ")
-    assert float(worst) < 3.0 and int(nan_rows) == 6  # query 0 of each of the 2 x 3 heads
+    assert float(worst) < 3.0 and int(nan_rows) == 6  # query 0 of each of the 2 x 3 heads, third case
 
 
 def test_a_dropped_or_misplaced_key_bias_is_far_from_float64(interpreted):
-    """The bias test can fail: the kernel without the bias, or with it read for the wrong head
-    (each head's own slope matters), is wrong outright."""
+    """The bias test can fail: the kernel without the bias, with it read for the wrong head
+    (each head's own slope matters), or a per-query bias read as its first row, is wrong."""
     code = """
 q, k, v = torch.randn(1, 4, 40, 32), torch.randn(1, 4, 40, 32), torch.randn(1, 4, 40, 32)
 bias = (2.0 ** -torch.arange(1, 5).float())[:, None, None] * torch.arange(40.0) * 4
 ref = A.sdpa(q, k, v, True, None, bias)
 dropped = A.sdpa(q, k, v, True, None)
 shifted = A.sdpa(q, k, v, True, None, bias.roll(1, 0))
-print(float((ref - dropped).abs().max()), float((ref - shifted).abs().max()))
+full = torch.randn(4, 40, 40) * 3  # a bias per query: read as one row, it would be wrong
+ref_full = A.sdpa(q, k, v, False, None, full)
+one_row = A.sdpa(q, k, v, False, None, full[:, :1].expand(4, 40, 40))
+print(float((ref - dropped).abs().max()), float((ref - shifted).abs().max()), float((ref_full - one_row).abs().max()))
 """
-    dropped, shifted = (float(x) for x in interpreted(CODE_PRELUDE + code).split(" "))
-    assert dropped > 0.1 and shifted > 0.1
+    dropped, shifted, rows = (float(x) for x in interpreted(CODE_PRELUDE + code).split(" "))
+    assert dropped > 0.1 and shifted > 0.1 and rows > 0.1
 
 
 def test_unsupported_operands_get_a_one_line_reason():
@@ -135,9 +144,9 @@ def test_unsupported_operands_get_a_one_line_reason():
     assert "fp32" in attention.unsupported(q.half(), k, k)
     assert "head dims" in attention.unsupported(torch.randn(1, 2, 8, 256), *[torch.randn(1, 2, 8, 256)] * 2)
     assert attention.unsupported(q, k, k, True, torch.randn(2, 1, 1, 8)[:1]) == ""  # a key bias
-    assert "not a key bias" in attention.unsupported(q, k, k, True, torch.randn(8, 8))  # differs by query
-    assert "not a key bias" in attention.unsupported(q, k, k, True, torch.randn(3, 4, 1, 8))  # larger
-    assert "fp32 key bias" in attention.unsupported(q, k, k, True, torch.zeros(8, dtype=torch.bool))
+    assert attention.unsupported(q, k, k, True, torch.randn(8, 8)) == ""  # a bias per query and key
+    assert "does not broadcast" in attention.unsupported(q, k, k, True, torch.randn(3, 4, 1, 8))  # larger
+    assert "fp32 additive" in attention.unsupported(q, k, k, True, torch.zeros(8, dtype=torch.bool))
     with pytest.raises(ValueError, match="call F.scaled_dot_product_attention instead"):
         attention.sdpa(q.half(), k.half(), k.half(), False, None)
 

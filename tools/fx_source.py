@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import builtins
 import importlib
+import inspect
 import re
 import types
 from collections.abc import Callable
@@ -28,12 +29,40 @@ class SourceError(ValueError):
     """The graph's code names something a source file cannot import."""
 
 
-def trace(model: torch.nn.Module, concrete_args: dict[str, Any] | None = None) -> torch.fx.GraphModule:
+def trace(
+    model: torch.nn.Module,
+    concrete_args: dict[str, Any] | None = None,
+    meta_inputs: list[Any] | None = None,
+) -> torch.fx.GraphModule:
     """``symbolic_trace`` with buffers traced as attributes (not baked in as constants), so a
     forward may slice a buffer by a traced size (minGPT's ``self.bias[:, :, :T, :T]``), and
     ``torch.finfo`` of a traced dtype recorded as a call (transformers fill masks with
-    ``torch.finfo(scores.dtype).min``, which plain tracing cannot evaluate)."""
-    tracer = torch.fx.Tracer()
+    ``torch.finfo(scores.dtype).min``, which plain tracing cannot evaluate).
+
+    When that fails and ``meta_inputs`` (the forward's inputs on the meta device) are given,
+    the forward is traced again with every value's shape known as it is traced (FX's
+    ``MetaTracer``): code that unpacks a shape (``(*x.shape[:-1], -1, d)``, ``b, c, h, w =
+    q.shape`` then ``int(c)``), as transformers' and diffusers' models do, then traces, with
+    those sizes written into the graph as the numbers they are for the task's inputs."""
+    try:
+        return _trace(torch.fx.Tracer(), model, concrete_args)
+    except Exception:
+        if meta_inputs is None:
+            raise
+    from torch.fx.experimental.meta_tracer import MetaTracer
+
+    names = list(inspect.signature(model.forward).parameters)
+    meta = {n: x for n, x in zip(names, meta_inputs, strict=False) if isinstance(x, torch.Tensor)}
+    constant = {n: x for n, x in zip(names, meta_inputs, strict=False) if n not in meta}
+    tracer = MetaTracer()
+    tracer.proxy_buffer_attributes = True
+    graph = tracer.trace(model, meta_args=meta, concrete_args={**constant, **(concrete_args or {})} or None)
+    return torch.fx.GraphModule(tracer.root, graph, model.__class__.__name__)
+
+
+def _trace(
+    tracer: torch.fx.Tracer, model: torch.nn.Module, concrete_args: dict[str, Any] | None
+) -> torch.fx.GraphModule:
     tracer.proxy_buffer_attributes = True
     finfo = torch.finfo
 

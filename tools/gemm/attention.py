@@ -16,11 +16,13 @@ Semantics are ``scaled_dot_product_attention(q, k, v, is_causal=..., scale=...,
 enable_gqa=...)`` without dropout: (B, Hq, L, D) queries, (B, Hkv, S, D) keys and
 values with Hq a multiple of Hkv (query head h reads key head h // (Hq / Hkv), as
 ``enable_gqa`` does), a causal mask aligned top-left (key j is seen by query i when j <= i),
-the scale 1/sqrt(D) when none is given. Any strides; the output is contiguous. The one mask
-it takes is a key bias: an additive fp32 mask that broadcasts to (B, Hq, 1, S), the same for
-every query (a padding mask, ALiBi's per-head slope times the key's position), added after
-the scale as SDPA adds ``attn_mask``, together with the causal mask or not (SDPA itself takes
-one or the other). A row whose every key is masked gives NaN, as PyTorch's math path does.
+the scale 1/sqrt(D) when none is given. Any strides; the output is contiguous. The mask it
+takes is an additive fp32 bias that broadcasts to (B, Hq, L, S), added after the scale as
+SDPA adds ``attn_mask``, together with the causal mask or not (SDPA itself takes one or the
+other): a key bias, the same row for every query (a padding mask, ALiBi's per-head slope
+times the key's position), read as one row per key tile; or a bias per query and key (T5's
+and Swin's relative-position bias, with a padding mask added), read as a tile. A row whose
+every key is masked gives NaN, as PyTorch's math path does.
 
 kforge's own kernel, tested against float64 (tests/test_tf32x3_attention.py); candidates call
 it through ``sdpa``: the custom op ``kforge::tf32x3_sdpa`` under torch.compile (one graph).
@@ -65,7 +67,7 @@ def attention_kernel(
     stride_qb, stride_qh, stride_ql, stride_qd,
     stride_kb, stride_kh, stride_ks, stride_kd,
     stride_vb, stride_vh, stride_vs, stride_vd,
-    stride_bb, stride_bh, stride_bs,
+    stride_bb, stride_bh, stride_bl, stride_bs,
     CAUSAL: tl.constexpr, BIAS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
@@ -102,9 +104,13 @@ def attention_kernel(
             (cols[None, :] < S) & mask_d[:, None],
         )
         s = _dot3(q_big, q_small, k_big, k_small) * qk_scale  # log2 units: exp2 below
-        if BIAS:
+        if BIAS == 1:  # a key bias: one row for every query
             bias = tl.load(bias_base + cols.to(tl.int64) * stride_bs, mask=cols < S, other=0.0)
             s += bias[None, :] * 1.4426950408889634  # log2(e), as in qk_scale
+        if BIAS == 2:  # a bias per query and key (T5's position bias, Swin's)
+            tile = bias_base + rows[:, None].to(tl.int64) * stride_bl + cols[None, :].to(tl.int64) * stride_bs
+            bias = tl.load(tile, mask=(rows[:, None] < L) & (cols[None, :] < S), other=0.0)
+            s += bias * 1.4426950408889634
         keep = cols[None, :] < S
         if CAUSAL:
             keep = keep & (cols[None, :] <= rows[:, None])
@@ -174,14 +180,14 @@ def unsupported(
         return "query heads not a multiple of key heads under enable_gqa"
     if bias is not None:
         if bias.dtype != torch.float32 or bias.dim() > q.dim():
-            return "the mask is not an fp32 key bias"
-        scores = (*q.shape[:-2], 1, s)
+            return "the mask is not an fp32 additive bias"
+        scores = (*q.shape[:-1], s)
         try:
             broadcast = torch.broadcast_shapes(bias.shape, scores) == scores
         except RuntimeError:
             broadcast = False
         if not broadcast:
-            return f"the mask {tuple(bias.shape)} is not a key bias: one row for every query, broadcast to {scores}"
+            return f"the mask {tuple(bias.shape)} does not broadcast to the scores {scores}"
     return ""
 
 
@@ -195,12 +201,13 @@ def _sdpa(
 ) -> torch.Tensor:
     """softmax(q k^T * scale + bias (+ causal mask)) v for (B, Hq, L, D) q and (B, Hkv, S, D)
     k, v (or (B, L, D) all three); Hq a multiple of Hkv (grouped queries); scale None means
-    1/sqrt(D), as PyTorch's; ``bias`` a key bias that broadcasts to (B, Hq, 1, S)."""
+    1/sqrt(D), as PyTorch's; ``bias`` an additive fp32 mask that broadcasts to (B, Hq, L, S)
+    (read as one row for every query when it broadcasts over the queries)."""
     why = unsupported(q, k, v, True, bias)
     if why:
         raise ValueError(f"kforge::tf32x3_sdpa: {why}; call F.scaled_dot_product_attention instead")
     flat = q.dim() == 3
-    keys = None if bias is None else _heads(bias.expand(*q.shape[:-2], 1, k.shape[-2]))  # (B, Hq, 1, S)
+    full = None if bias is None else _heads(bias.expand(*q.shape[:-1], k.shape[-2]))  # (B, Hq, L, S)
     q, k, v = _heads(q), _heads(k), _heads(v)
     batch, hq, length, d = q.shape
     hk, s = k.shape[1], k.shape[2]
@@ -209,13 +216,16 @@ def _sdpa(
         out = out if s else out.fill_(float("nan"))  # softmax over no keys, as PyTorch's math path gives
         return out.squeeze(1) if flat else out
     qk_scale = (1.0 / math.sqrt(d) if scale is None else scale) * LOG2E
-    bias_strides = (0, 0, 0) if keys is None else (keys.stride(0), keys.stride(1), keys.stride(3))
-    keys = q.new_empty(0) if keys is None else keys
+    kind = 0 if full is None else 1 if full.stride(2) == 0 else 2  # none, the same row for every query, full
+    strides = (
+        (0, 0, 0, 0) if full is None else (full.stride(0), full.stride(1), full.stride(2), full.stride(3))
+    )
+    full = q.new_empty(0) if full is None else full
     _kernel(
-        (length, s, d, bool(is_causal), bias is not None),
+        (length, s, d, bool(is_causal), kind),
         lambda meta: (cdiv(length, meta["BLOCK_M"]), batch * hq),
-        q, k, v, out, keys, hq, hq // hk, length, s, d, qk_scale, *q.stride(), *k.stride(), *v.stride(),
-        *bias_strides, CAUSAL=bool(is_causal), BIAS=bias is not None, BLOCK_D=max(16, next_power_of_2(d)),
+        q, k, v, out, full, hq, hq // hk, length, s, d, qk_scale, *q.stride(), *k.stride(), *v.stride(),
+        *strides, CAUSAL=bool(is_causal), BIAS=kind, BLOCK_D=max(16, next_power_of_2(d)),
     )  # fmt: skip
     return out.squeeze(1) if flat else out
 

@@ -62,7 +62,7 @@ def _compute_nodes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
 
 def match(model: torch.nn.Module, inputs: list[Any]) -> tuple[str, dict[str, Any]] | None:
     """(kernel name, fields for its call) when the forward is one op a kernel implements."""
-    gm = fx_source.trace(model)
+    gm = fx_source.trace(model, meta_inputs=inputs)
     nodes = _compute_nodes(gm)
     placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
     if len(nodes) != 1 or not placeholders:

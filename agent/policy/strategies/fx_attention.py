@@ -70,12 +70,20 @@ def _last_dim(dim: Any, ndim: int) -> bool:
 
 def _only_user(node: Node, user: Node) -> bool:
     """Whether ``user`` is the one user of ``node`` that reads its values (``x.dtype``, as
-    ``torch.finfo(x.dtype)`` reads it, does not)."""
-    return [u for u in node.users if not _reads_dtype(u)] == [user]
+    ``torch.finfo(x.dtype)`` reads it, and ``y.type_as(x)``, as T5 casts its probabilities
+    back, read only its dtype)."""
+    return [u for u in node.users if not _reads_dtype(u, node)] == [user]
 
 
-def _reads_dtype(node: Node) -> bool:
-    return _call(node, (getattr,)) and len(node.args) == 2 and node.args[1] == "dtype"
+def _reads_dtype(user: Node, node: Node) -> bool:
+    if _reads_attribute(user):
+        return True
+    return _call(user, (), ("type_as",)) and user.args[1:] == (node,) and user.args[0] is not node
+
+
+def _reads_attribute(user: Node) -> bool:
+    """``x.dtype`` or ``x.device``: what q's are too (T5 builds its bias on ``scores.device``)."""
+    return _call(user, (getattr,)) and len(user.args) == 2 and user.args[1] in ("dtype", "device")
 
 
 def _regroups_batch(node: Any) -> Node | None:
@@ -153,14 +161,19 @@ def _input(node: Node) -> Node | None:
 
 
 def _same_dtype_cast(node: Node) -> bool:
-    """``x.to(dtype)`` or ``x.type(dtype)`` (a dtype, or another tensor's ``.dtype``) that leaves
-    x's dtype as it is: no cast."""
-    if not _call(node, (), ("to", "type")) or len(node.args) != 2 or node.kwargs:
+    """``x.to(dtype)``, ``x.type(dtype)`` (a dtype, or another tensor's ``.dtype``),
+    ``x.type_as(y)`` or ``x.float()`` that leaves x's dtype as it is: no cast."""
+    if _call(node, (), ("float",)) and len(node.args) == 1 and not node.kwargs:
+        named = True
+    elif _call(node, (), ("type_as",)) and len(node.args) == 2 and not node.kwargs:
+        named = isinstance(node.args[1], Node)
+    elif not _call(node, (), ("to", "type")) or len(node.args) != 2 or node.kwargs:
         return False
-    target = node.args[1]
-    named = isinstance(target, torch.dtype) or (
-        _call(target, (getattr,)) and len(target.args) == 2 and target.args[1] == "dtype"  # type: ignore[union-attr]
-    )
+    else:
+        target = node.args[1]
+        named = isinstance(target, torch.dtype) or (
+            _call(target, (getattr,)) and len(target.args) == 2 and target.args[1] == "dtype"  # type: ignore[union-attr]
+        )
     before, after = (n.meta.get("tensor_meta") for n in (node.args[0], node) if isinstance(n, Node))  # type: ignore[misc]
     return named and getattr(before, "dtype", 0) == getattr(after, "dtype", 1)
 
@@ -178,10 +191,11 @@ def _casts(softmax: Node) -> bool:
 def _scores(node: Any, user: Node, v: Any) -> dict[str, Any] | None:
     """Walk back from softmax's input through at most one mask fill, one additive mask, one
     scale (or baddbmm's bias and alpha) and views that regroup the batch to q @ k^T."""
-    found: dict[str, Any] = {"v": v, "scale": 1.0, "mask": None, "bias": None, "finite": False}
+    found: dict[str, Any] = {"v": v, "scale": 1.0, "mask": None, "bias": None, "finite": False, "readers": []}
     views = 0  # a mask found before a view (walking back) is over the view's batch dims
     masks: list[tuple[int, Any]] = []  # (views passed when found, mask)
     while isinstance(node, Node) and _only_user(node, user):
+        found["readers"] += [u for u in node.users if _reads_attribute(u)]  # to read q's instead
         if _call(node, MATMULS, ("matmul", "bmm")) and len(node.args) == 2:
             if any(seen < views and not batch_free(mask) for seen, mask in masks):
                 return None  # a mask over the viewed batch dims would mean another thing in q's
@@ -192,6 +206,8 @@ def _scores(node: Any, user: Node, v: Any) -> dict[str, Any] | None:
             return _baddbmm(found, node)
         if _regroups_batch(node) is not None:
             views += 1
+        elif _same_dtype_cast(node):
+            pass  # T5's softmax(scores.float()) on fp32 scores
         elif _call(node, (operator.truediv, torch.div), ("div",)) and _scalar(node.args[1]):
             if found["scale"] != 1.0:
                 return None  # two scales
@@ -370,6 +386,8 @@ def sdpa_attention(gm: torch.fx.GraphModule) -> int:
             attention = graph.call_function(
                 F.scaled_dot_product_attention, (found["q"], found["k"], found["v"]), kwargs
             )
+        for reader in found["readers"]:  # x.dtype, x.device of a replaced node: q's are the same
+            reader.replace_input_with(reader.args[0], found["q"])
         out.replace_all_uses_with(attention)
         graph.erase_node(out)
         count += 1

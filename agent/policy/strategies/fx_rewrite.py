@@ -276,7 +276,7 @@ def rewrite(
     """The rewritten forward as a Body and the passes that fired, or None when none did.
     ``helpers`` name the functions a pass calls that the candidate's prelude defines;
     ``buffers`` gives the values of the model's buffers (called only if a pass needs one)."""
-    gm = trace(model)
+    gm = trace(model, meta_inputs=inputs)
     gm.meta["buffers"] = buffers  # buffer values, on demand (the model itself is on meta)
     _Shapes(gm).run(*inputs)
     fired = []

@@ -36,7 +36,7 @@ PRELUDE = "from kforge.tools.gemm.kernels import HgemmConfig, hgemm as _kforge_h
 
 def match(model: torch.nn.Module, inputs: list[Any]) -> tuple[tuple[int, int, int], list[str]] | None:
     """((M, N, K), the two input names) when the forward is ``a @ b`` of 2-D fp16 inputs."""
-    gm = fx_source.trace(model)
+    gm = fx_source.trace(model, meta_inputs=inputs)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     compute = [n for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
     if len(compute) != 1 or len(placeholders) != 2 or len(inputs) != 2:

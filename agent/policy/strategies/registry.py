@@ -85,7 +85,7 @@ def analyse_task(task: Task, features: TaskFeatures) -> TaskAnalysis:
         analysis.corpus = corpus_kernels.match(model, inputs)
         gemm = hgemm_tuned.match(model, inputs)
         analysis.hgemm = gemm[0] if gemm is not None else None
-        graph = fx_source.trace(model).graph
+        graph = fx_source.trace(model, meta_inputs=inputs).graph
         analysis.params = [n.name for n in graph.nodes if n.op == "placeholder"]
     except Exception as err:  # tracing the task's code: a failure only rules out these families
         analysis.notes.append(f"no FX trace ({type(err).__name__}): rewrites and prior kernels skipped")

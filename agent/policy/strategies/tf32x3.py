@@ -149,11 +149,11 @@ SDPA_DEFAULTS = (None, None, None, None, 0.0, False, None, False)
 
 
 def _sdpa_call(node: torch.fx.Node) -> tuple[Any, ...] | None:
-    """(q, k, v, is_causal, scale, key bias or None) of a scaled_dot_product_attention the
-    flash kernel computes (fp32, no mask but a key bias, no dropout, head dim <= 128, grouped
-    heads only under enable_gqa, enough query tiles to fill the GPU), else None. The key bias
-    is the mask when it is one (the same for every query), or the bias the attention pass
-    joined with a causal mask it proved (``fx_attention.CAUSAL_KEY_BIAS``)."""
+    """(q, k, v, is_causal, scale, bias or None) of a scaled_dot_product_attention the flash
+    kernel computes (fp32, no mask but an additive fp32 one, no dropout, head dim <= 128,
+    grouped heads only under enable_gqa, enough query tiles to fill the GPU), else None. The
+    bias is the mask, or the bias the attention pass joined with a causal mask it proved
+    (``fx_attention.CAUSAL_KEY_BIAS``): the kernel takes both, and never reads the joined one."""
     if node.op != "call_function" or node.target not in SDPAS:
         return None
     values = fx_rewrite.call_args(node, SDPA_ARGS, SDPA_DEFAULTS)

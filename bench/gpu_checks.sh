@@ -98,7 +98,7 @@ for strategy, status, result in rows:
     (cd bench && python3 bench_templates.py && python3 bench_tf32x3_attention.py) 2>&1 | tee "$OUT/templates.log" ;;
   realistic)   # issue #34's realistic blocks (bench/realistic/README.md; carry .whl/agent): REALISTIC_SET=dev|heldout|unseen|unseen2|unseen3,
                # REALISTIC_ROUNDS (2), REALISTIC_STRATEGIES (families, as --strategies), REALISTIC_SECONDS (no new
-               # task after it; 420). The batch folder comes back in
+               # task after it; 420), REALISTIC_TIMEOUT (the batch stopped, resumable; REALISTIC_SECONDS + 100). The batch folder comes back in
                # realistic-SET.tar.gz; to finish it on a fresh machine put that tarball in .model-runs/ and carry it.
     python3 -m pip install -q --no-index --find-links .whl/agent langgraph langgraph-checkpoint-sqlite \
       langchain-core 2>&1 | grep -v WARNING | tail -2
@@ -107,10 +107,13 @@ for strategy, status, result in rows:
     earlier=".model-runs/realistic-$set_name.tar.gz"
     {
       [ -f "$earlier" ] && tar xzf "$earlier" -C /tmp/kforge-realistic && echo "resuming from $earlier"
+      # --max-time starts no task after it, but a task under way runs on: the timeout stops the batch
+      # (it resumes) so that the tarball below is always written inside a 10-minute call
+      stop="timeout -s INT ${REALISTIC_TIMEOUT:-$(( ${REALISTIC_SECONDS:-420} + 100 ))}"
       if [ -d "/tmp/kforge-realistic/$set_name" ]; then
-        kforge batch --resume "/tmp/kforge-realistic/$set_name" --max-time "${REALISTIC_SECONDS:-420}" --quiet
+        $stop kforge batch --resume "/tmp/kforge-realistic/$set_name" --max-time "${REALISTIC_SECONDS:-420}" --quiet
       else
-        kforge batch "bench/realistic/$set_name" --rounds "${REALISTIC_ROUNDS:-2}" --candidates 3 --confirm \
+        $stop kforge batch "bench/realistic/$set_name" --rounds "${REALISTIC_ROUNDS:-2}" --candidates 3 --confirm \
           ${REALISTIC_STRATEGIES:+--strategies "$REALISTIC_STRATEGIES"} \
           --max-time "${REALISTIC_SECONDS:-420}" --quiet --out "/tmp/kforge-realistic/$set_name"
       fi

@@ -198,6 +198,33 @@ def get_init_inputs():
 '''
 
 
+SLIDING = '''
+class Model(nn.Module):
+    """Mistral's sliding-window attention in transformers' eager form (small): key and value
+    heads repeated, an additive mask built from aranges in the forward, the dtype's minimum
+    outside the last 5 keys."""
+
+    def forward(self, q, k, v):
+        length = q.shape[-2]
+        i = torch.arange(length, device=q.device)[:, None]
+        j = torch.arange(length, device=q.device)[None, :]
+        allowed = (j <= i) & (j > i - 5)
+        mask = torch.zeros(length, length, device=q.device, dtype=q.dtype)
+        mask = mask.masked_fill(~allowed, torch.finfo(q.dtype).min)
+        k, v = k.repeat_interleave(2, dim=1), v.repeat_interleave(2, dim=1)
+        scores = torch.matmul(q, k.transpose(2, 3)) / 4.0 + mask[None, None]
+        return torch.matmul(torch.softmax(scores, dim=-1, dtype=torch.float32), v)
+
+
+def get_inputs():
+    return [torch.randn(2, 4, 40, 16), torch.randn(2, 2, 40, 16), torch.randn(2, 2, 40, 16)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
 def _forward(body: str) -> str:
     return HEAD + "class Model(nn.Module):\n    def forward(self, q, k, v):\n" + body + TAIL
 
@@ -224,6 +251,10 @@ MATCHES = {
         "k, v = k.repeat_interleave(3, dim=1), v.repeat_interleave(3, 1)",
     ),
     "additive_bias_second_diagonal": HEAD + TRANSFORMERS_EAGER.replace(".triu(1)", ".triu(2)"),
+    "sliding_window": HEAD + SLIDING,
+    "arange_causal": HEAD + SLIDING.replace("(j > i - 5)", "(j > i - 1000)"),
+    "sliding_window_from_an_input": HEAD
+    + SLIDING.replace("(j > i - 5)", "(j > i - 5 - (q[0, 0, 0, 0] > 9).long())"),
     "t5_position_bias": HEAD + T5,
     "shape_unpacked": HEAD + SHAPE_UNPACKED,
     "bloom_alibi": HEAD + BLOOM,
@@ -354,6 +385,32 @@ def test_a_forward_plain_tracing_cannot_follow_is_traced_with_shapes_known(tmp_p
         trace(module.Model())
     gm = trace(module.Model(), meta_inputs=[x.to("meta") for x in module.get_inputs()])
     assert any(n.target == "softmax" for n in gm.graph.nodes)
+
+
+@pytest.mark.parametrize(
+    ("name", "window"), [("sliding_window", 5), ("arange_causal", 0), ("sliding_window_from_an_input", None)]
+)
+def test_a_mask_built_from_aranges_is_read_for_its_window(
+    tmp_path: Path, name: str, window: int | None
+) -> None:
+    """A mask built in the forward from no input's values is computed on the CPU: a causal one
+    becomes ``is_causal`` (its finite fill taken); a sliding window stays SDPA's mask, marked
+    with its width for the flash kernel. One that reads an input's values is not marked."""
+    from kforge.agent.policy.strategies import fx_attention
+    from kforge.agent.policy.strategies.fx_rewrite import _Shapes, trace
+
+    _, analysis = _task(tmp_path, name, MATCHES[name])
+    method = analysis.fx[0].method
+    assert ("is_causal = True" in method) == (window == 0), method
+    module = _module(MATCHES[name], tmp_path, f"window_{name}")
+    inputs = [t.to("meta") for t in module.get_inputs()]
+    gm = trace(module.Model(), meta_inputs=inputs)
+    _Shapes(gm).run(*inputs)
+    assert fx_attention.sdpa_attention(gm) == 1
+    marked = [
+        n.meta[fx_attention.CAUSAL_WINDOW] for n in gm.graph.nodes if fx_attention.CAUSAL_WINDOW in n.meta
+    ]
+    assert marked == ([window] if window else []), marked
 
 
 def test_t5s_scores_read_for_their_device_are_not_computed_any_more(tmp_path: Path) -> None:

@@ -117,6 +117,35 @@ print(worst, nan_rows)
     assert float(worst) < 3.0 and int(nan_rows) == 6  # query 0 of each of the 2 x 3 heads, third case
 
 
+def test_a_sliding_window_matches_float64_and_a_wider_one_does_not(interpreted):
+    """Mistral's and Gemma's local layers: the causal mask within the last ``window`` keys, with
+    grouped heads and with a key bias, windows narrower and wider than a key tile (16 under the
+    interpreter), so that some rows see no key in their block's first tile. A window one key
+    wider is a different function, caught."""
+    code = """
+def reference(q, k, v, window, bias, dtype):
+    L, S = q.shape[-2], k.shape[-2]
+    i, j = torch.arange(L)[:, None], torch.arange(S)[None, :]
+    masked = (j > i) | (i - j >= window)
+    k, v = (t.repeat_interleave(q.shape[1] // t.shape[1], 1).to(dtype) for t in (k, v))
+    scores = (q.to(dtype) @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5 + bias.to(dtype)
+    return torch.softmax(scores.masked_fill(masked, float("-inf")), -1) @ v
+
+worst = 0.0
+for window, hk, bias in ((5, 2, torch.zeros(1)), (23, 1, torch.randn(2, 4, 1, 50)), (1, 4, torch.zeros(1))):
+    q, k, v = torch.randn(2, 4, 50, 16) * 2, torch.randn(2, hk, 50, 16) * 2, torch.randn(2, hk, 50, 16)
+    b = None if bias.numel() == 1 else bias
+    ref, fp32 = (reference(q, k, v, window, bias, t) for t in (torch.float64, torch.float32))
+    out = A.sdpa(q, k, v, True, None, b, window)
+    err = float((out.double() - ref).abs().max())
+    worst = max(worst, err / max(float((fp32.double() - ref).abs().max()), 1e-7), key=lambda v: (v != v, v))
+wider = A.sdpa(q, k, v, True, None, None, 2)
+print(worst, float((wider - A.sdpa(q, k, v, True, None, None, 1)).abs().max()))
+"""
+    worst, wider = (float(x) for x in interpreted(CODE_PRELUDE + code).split(" "))
+    assert worst < 3.0 and wider > 0.1
+
+
 def test_a_dropped_or_misplaced_key_bias_is_far_from_float64(interpreted):
     """The bias test can fail: the kernel without the bias, with it read for the wrong head
     (each head's own slope matters), or a per-query bias read as its first row, is wrong."""
@@ -314,7 +343,61 @@ def test_alibi_attention_goes_on_the_kernel_with_its_bias_verified_and_a_dropped
     source = registry.build(task, next(s for s in specs if s.family == "tf32x3-gemm"), analysis)
     assert static_cheats(source, task.source, "fp32") == []
     broken = source.replace(
-        "attention_tf32x3(q, k, v, is_causal, scale, bias)", "attention_tf32x3(q, k, v, is_causal, scale)"
+        "attention_tf32x3(q, k, v, is_causal, scale, bias, window)",
+        "attention_tf32x3(q, k, v, is_causal, scale, None, window)",
+    )
+    assert broken != source
+    good, bad = evaluate_many(load_task(path), [source, broken], make_cpu_options(trials=2, timing_trials=1))
+    assert good.status == Status.OK and good.correct, good.log
+    assert bad.status == Status.INCORRECT, bad.log
+
+
+SLIDING_TASK = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Mistral's sliding-window attention (small): grouped heads, an additive mask built from
+    aranges in the forward, the dtype's minimum outside the last 7 keys."""
+
+    def forward(self, q, k, v):
+        length = q.shape[-2]
+        i = torch.arange(length, device=q.device)[:, None]
+        j = torch.arange(length, device=q.device)[None, :]
+        mask = torch.zeros(length, length, device=q.device, dtype=q.dtype)
+        mask = mask.masked_fill(~((j <= i) & (j > i - 7)), torch.finfo(q.dtype).min)
+        k, v = k.repeat_interleave(2, dim=1), v.repeat_interleave(2, dim=1)
+        scores = torch.matmul(q, k.transpose(2, 3)) * 0.25 + mask[None, None]
+        return torch.matmul(torch.softmax(scores, dim=-1, dtype=torch.float32), v)
+
+
+def get_inputs():
+    return [torch.randn(1, 4, 40, 16), torch.randn(1, 2, 40, 16), torch.randn(1, 2, 40, 16)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_sliding_window_goes_on_the_kernel_verified_and_a_dropped_window_is_caught(
+    monkeypatch, make_cpu_options, tmp_path
+):
+    """The mask built from aranges is read for its width: the kernel gets the causal flag and
+    the window (the (L, S) mask is not built), over the unrepeated key heads. Verified by the
+    engine under the interpreter; with the window dropped (plain causal) it is incorrect."""
+    _small_attention_qualifies(monkeypatch)
+    path = tmp_path / "sliding.py"
+    path.write_text(SLIDING_TASK)
+    task, analysis, specs = _analysis(path)
+    assert analysis.gemm3 is not None, analysis.notes
+    method = analysis.gemm3[0].method
+    assert "_kforge_sdpa3(q, k, v, True, 0.25, None, 7)" in method and "masked_fill" not in method, method
+    source = registry.build(task, next(s for s in specs if s.family == "tf32x3-gemm"), analysis)
+    broken = source.replace(
+        "attention_tf32x3(q, k, v, is_causal, scale, bias, window)",
+        "attention_tf32x3(q, k, v, is_causal, scale, bias, 0)",
     )
     assert broken != source
     good, bad = evaluate_many(load_task(path), [source, broken], make_cpu_options(trials=2, timing_trials=1))
@@ -360,6 +443,27 @@ def test_on_the_gpu_the_error_stays_at_fp32s_at_the_models_shapes():
         fp32_err = float((fp32.double() - ref).norm() / ref.norm())
         assert err < 1.5 * fp32_err + 1e-8, (b, hq, n, err, fp32_err)
     assert torch.backends.cuda.matmul.allow_tf32 is False
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_a_sliding_window_stays_at_fp32s_error():
+    """Mistral-7B's local attention shape (32 query heads over 8, head dim 128, 2048 tokens, a
+    window of 512 keys): error against float64 within 1.5x of PyTorch's fp32 attention given the
+    same mask."""
+    from kforge.tools.gemm import attention
+
+    torch.manual_seed(0)
+    F = torch.nn.functional
+    q = torch.randn(1, 32, 2048, 128, device="cuda")
+    k, v = torch.randn(1, 8, 2048, 128, device="cuda"), torch.randn(1, 8, 2048, 128, device="cuda")
+    i, j = torch.arange(2048, device="cuda")[:, None], torch.arange(2048, device="cuda")[None, :]
+    keep = (j <= i) & (i - j < 512)
+    ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=keep, enable_gqa=True)
+    fp32 = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, enable_gqa=True)
+    out = attention.sdpa(q, k, v, True, None, None, 512)
+    err = float((out.double() - ref).norm() / ref.norm())
+    fp32_err = float((fp32.double() - ref).norm() / ref.norm())
+    assert err < 1.5 * fp32_err + 1e-8, (err, fp32_err)
 
 
 @pytest.mark.gpu

@@ -225,12 +225,14 @@ def linear_tf32x3(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
 
 
 def attention_tf32x3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False,
-                     scale: float | None = None, bias: torch.Tensor | None = None) -> torch.Tensor:
+                     scale: float | None = None, bias: torch.Tensor | None = None,
+                     window: int = 0) -> torch.Tensor:
     """scaled_dot_product_attention(q, k, v, is_causal=..., scale=...) without dropout, grouped
-    query heads allowed, plus an optional key bias (an additive mask the same for every query:
-    a padding mask, ALiBi), with the causal mask or without: kforge's flash attention with
-    3xTF32 products, one node under torch.compile."""
-    return flash_sdpa_tf32x3(q, k, v, bool(is_causal), None if scale is None else float(scale), bias)
+    query heads allowed, plus an optional additive fp32 bias (ALiBi, a padding mask, T5's
+    position bias), with the causal mask or without, the causal mask a sliding window of
+    ``window`` keys when that is > 0: kforge's flash attention with 3xTF32 products, one node
+    under torch.compile."""
+    return flash_sdpa_tf32x3(q, k, v, bool(is_causal), None if scale is None else float(scale), bias, int(window))
 
 
 class ModelNew(nn.Module):

@@ -13,7 +13,9 @@ error grows with its length (bench/bench_tf32_accumulate.py). The softmax (max, 
 rescaling) is fp32.
 
 Semantics are ``scaled_dot_product_attention(q, k, v, is_causal=..., scale=...,
-enable_gqa=...)`` without dropout: (B, Hq, L, D) queries, (B, Hkv, S, D) keys and
+enable_gqa=...)`` without dropout, and a causal mask may be a sliding window (Mistral's,
+Gemma's local layers: key j seen by query i when i - window < j <= i; the key blocks before
+a query block's window are skipped): (B, Hq, L, D) queries, (B, Hkv, S, D) keys and
 values with Hq a multiple of Hkv (query head h reads key head h // (Hq / Hkv), as
 ``enable_gqa`` does), a causal mask aligned top-left (key j is seen by query i when j <= i),
 the scale 1/sqrt(D) when none is given. Any strides; the output is contiguous. The mask it
@@ -63,7 +65,7 @@ def _dot3(a_big, a_small, b_big, b_small):
 
 @triton.jit
 def attention_kernel(
-    q_ptr, k_ptr, v_ptr, o_ptr, bias_ptr, HQ, GROUP, L, S, D, qk_scale,
+    q_ptr, k_ptr, v_ptr, o_ptr, bias_ptr, HQ, GROUP, L, S, D, qk_scale, WINDOW,
     stride_qb, stride_qh, stride_ql, stride_qd,
     stride_kb, stride_kh, stride_ks, stride_kd,
     stride_vb, stride_vh, stride_vs, stride_vd,
@@ -94,10 +96,12 @@ def attention_kernel(
     m_i = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
     l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
     acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
+    lo = 0
     hi = S
-    if CAUSAL:
+    if CAUSAL:  # under a sliding window too: key j seen by query i when i - WINDOW < j <= i
         hi = tl.minimum(S, (pid_m + 1) * BLOCK_M)
-    for start in range(0, hi, BLOCK_N):
+        lo = tl.maximum(0, pid_m * BLOCK_M - WINDOW + 1) // BLOCK_N * BLOCK_N
+    for start in range(lo, hi, BLOCK_N):
         cols = start + offs_n
         k_big, k_small = _parts(
             k_base + cols[None, :].to(tl.int64) * stride_ks + offs_d[:, None] * stride_kd,
@@ -113,12 +117,12 @@ def attention_kernel(
             s += bias * 1.4426950408889634
         keep = cols[None, :] < S
         if CAUSAL:
-            keep = keep & (cols[None, :] <= rows[:, None])
+            keep = keep & (cols[None, :] <= rows[:, None]) & (rows[:, None] - cols[None, :] < WINDOW)
         s = tl.where(keep, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))  # without a bias, finite: key 0 is in every row's first block
-        m_ref = m_new
-        if BIAS:  # -inf while every key so far is masked: subtract 0 there, not -inf (NaN)
-            m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        # -inf while every key so far is masked (a bias, or a window past a row's first block):
+        # subtract 0 there, not -inf (NaN)
+        m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
         p = tl.math.exp2(s - m_ref[:, None])
         alpha = tl.math.exp2(m_i - m_ref)
         l_i = l_i * alpha + tl.sum(p, 1)
@@ -198,11 +202,13 @@ def _sdpa(
     is_causal: bool,
     scale: float | None,
     bias: torch.Tensor | None = None,
+    window: int = 0,
 ) -> torch.Tensor:
-    """softmax(q k^T * scale + bias (+ causal mask)) v for (B, Hq, L, D) q and (B, Hkv, S, D)
-    k, v (or (B, L, D) all three); Hq a multiple of Hkv (grouped queries); scale None means
-    1/sqrt(D), as PyTorch's; ``bias`` an additive fp32 mask that broadcasts to (B, Hq, L, S)
-    (read as one row for every query when it broadcasts over the queries)."""
+    """softmax(q k^T * scale + bias (+ the causal mask, within ``window`` keys when that is
+    > 0)) v for (B, Hq, L, D) q and (B, Hkv, S, D) k, v (or (B, L, D) all three); Hq a multiple
+    of Hkv (grouped queries); scale None means 1/sqrt(D), as PyTorch's; ``bias`` an additive
+    fp32 mask that broadcasts to (B, Hq, L, S) (read as one row for every query when it
+    broadcasts over the queries)."""
     why = unsupported(q, k, v, True, bias)
     if why:
         raise ValueError(f"kforge::tf32x3_sdpa: {why}; call F.scaled_dot_product_attention instead")
@@ -224,7 +230,8 @@ def _sdpa(
     _kernel(
         (length, s, d, bool(is_causal), kind),
         lambda meta: (cdiv(length, meta["BLOCK_M"]), batch * hq),
-        q, k, v, out, full, hq, hq // hk, length, s, d, qk_scale, *q.stride(), *k.stride(), *v.stride(),
+        q, k, v, out, full, hq, hq // hk, length, s, d, qk_scale, window if window > 0 else length + s,
+        *q.stride(), *k.stride(), *v.stride(),
         *strides, CAUSAL=bool(is_causal), BIAS=kind, BLOCK_D=max(16, next_power_of_2(d)),
     )  # fmt: skip
     return out.squeeze(1) if flat else out

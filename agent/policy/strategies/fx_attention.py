@@ -42,7 +42,7 @@ import torch
 import torch.fx
 import torch.nn.functional as F
 
-from .fx_masks import Buffers, batch_free, causal_bias, very_negative
+from .fx_masks import Buffers, batch_free, causal_bias, causal_window, constant_value, kept, very_negative
 from .fx_masks import arg as _arg
 from .fx_masks import call as _call
 from .fx_masks import causal as is_causal_mask
@@ -54,6 +54,7 @@ MATMULS = (torch.matmul, operator.matmul, torch.bmm)
 SOFTMAXES = (torch.softmax, F.softmax, torch.nn.functional.softmax)
 DROPOUTS = (F.dropout, torch.dropout)
 CAUSAL_KEY_BIAS = "kforge_causal_key_bias"  # node meta: the bias a causal attn_mask was built from
+CAUSAL_WINDOW = "kforge_causal_window"  # node meta: the window of the sliding-window causal attn_mask
 VIEWS = ("view", "reshape")
 
 
@@ -330,6 +331,17 @@ def _grouped(found: dict[str, Any]) -> dict[str, Any]:
     return {**found, "k": k[0], "v": v[0], "gqa": True}
 
 
+def _window(mask: Any, how: str, q: Any, k: Any, buffers: Buffers) -> int:
+    """0 when a mask built from no input is the causal one, w when it is the causal one within
+    the last w keys (Gemma's and Mistral's sliding window, built from aranges), -1 otherwise."""
+    value = constant_value(mask, buffers) if q is not None and k is not None else None
+    keep = kept(value, how == "fill") if value is not None else None
+    if keep is None or tuple(keep.shape) != (q[-2], k[-2]):
+        return -1
+    window = causal_window(keep)
+    return -1 if window is None else window
+
+
 def _in_q_dims(graph: torch.fx.Graph, mask: Node, q: tuple[int, ...]) -> Node:
     """``mask`` with the dims it has beyond q's dropped, when they are 1 (a mask found over the
     viewed batch dimensions, which _scores accepts only batch-free)."""
@@ -353,7 +365,12 @@ def sdpa_attention(gm: torch.fx.GraphModule) -> int:
         causal = (how == "fill" and is_causal_mask(mask, q, k, buffers)) or (
             how == "add" and causal_bias(mask, q, k, buffers)
         )
-        if found["finite"] and not causal:
+        window = 0
+        if how is not None and not causal and bias is None:
+            window = _window(mask, how, q, k, buffers)
+            causal = window == 0
+            window = max(window, 0)
+        if found["finite"] and not (causal or window):
             continue  # a finite fill equals -inf's only where every row keeps a key
         with graph.inserting_before(out):
             scale: Any = 1.0
@@ -381,6 +398,8 @@ def sdpa_attention(gm: torch.fx.GraphModule) -> int:
                 kwargs["attn_mask"] = graph.call_function(torch.logical_not, (mask,))
             elif how == "add":
                 kwargs["attn_mask"] = mask
+            if window:  # for a kernel with a sliding window (the 3xTF32 flash attention)
+                kwargs["attn_mask"].meta[CAUSAL_WINDOW] = window
             if found.get("gqa"):
                 kwargs["enable_gqa"] = True
             attention = graph.call_function(

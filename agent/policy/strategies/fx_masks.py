@@ -149,3 +149,98 @@ def very_negative(value: Any) -> bool:
         and value.args[1] == "min"
         and call(value.args[0], (torch.finfo,))
     )
+
+
+CONSTANT_MAX_NODES = 64  # a mask built from aranges and comparisons: a few nodes
+CONSTANT_MAX_ELEMENTS = 2**26
+
+
+def constant_value(node: Any, buffers: Buffers) -> torch.Tensor | None:
+    """The value of ``node`` when it depends on no input's values (aranges, ones, comparisons,
+    buffers whose values are known; an input's shape, dtype or device), computed on the CPU; None when it depends on one, or is not small.
+    Gemma's sliding-window mask, built in the forward from aranges, is such a value."""
+    if not isinstance(node, Node):
+        return None
+    order: list[Node] = []
+    seen: set[Node] = set()
+
+    def visit(n: Node) -> bool:
+        if n in seen:
+            return True
+        seen.add(n)
+        if n.op in ("placeholder", "call_module", "output") or len(seen) > CONSTANT_MAX_NODES:
+            return False
+        if not _reads_metadata(n):
+            for a in n.all_input_nodes:
+                if not visit(a):
+                    return False
+        order.append(n)
+        return True
+
+    if not visit(node):
+        return None
+    values: dict[Node, Any] = {}
+    try:
+        for n in order:
+            values[n] = _evaluate(n, values, buffers)
+    except Exception:  # an op that needs what the trace does not have: not a constant
+        return None
+    value = values[node]
+    return value if isinstance(value, torch.Tensor) and value.numel() <= CONSTANT_MAX_ELEMENTS else None
+
+
+def _reads_metadata(n: Node) -> bool:
+    """``x.device``, ``x.dtype``, ``x.shape``, ``x.size(...)``, ``x.dim()``: what shape
+    propagation recorded for x, not x's values."""
+    if call(n, (getattr,)) and len(n.args) == 2 and n.args[1] in ("device", "dtype", "shape", "ndim"):
+        return True
+    return call(n, (), ("size", "dim"))
+
+
+def _evaluate(n: Node, values: dict[Node, Any], buffers: Buffers) -> Any:
+    if _reads_metadata(n):
+        meta = n.args[0].meta.get("tensor_meta")  # type: ignore[union-attr]
+        if not isinstance(meta, torch.Tensor):
+            raise LookupError(n.args[0])
+        if n.op == "call_method":
+            return getattr(meta, str(n.target))(*n.args[1:], **n.kwargs)
+        return torch.device("cpu") if n.args[1] == "device" else getattr(meta, str(n.args[1]))
+    if n.op == "get_attr":
+        value = buffers().get(str(n.target))
+        if value is None:
+            raise LookupError(n.target)
+        return value
+    args = torch.fx.node.map_arg(n.args, lambda a: values[a])
+    kwargs = torch.fx.node.map_arg(n.kwargs, lambda a: values[a])
+    kwargs = {k: (torch.device("cpu") if k == "device" else v) for k, v in kwargs.items()}
+    if n.op == "call_method":
+        return getattr(args[0], str(n.target))(*args[1:], **kwargs)
+    return n.target(*args, **kwargs)  # type: ignore[operator]
+
+
+def causal_window(keep: torch.Tensor) -> int | None:
+    """0 when ``keep`` (L, S; True = attended) is the causal mask, w when it is the causal mask
+    within the last w keys (a sliding window), else None. Top-left aligned, as SDPA's."""
+    if keep.dim() != 2:
+        return None
+    length, size = keep.shape
+    i, j = torch.arange(length)[:, None], torch.arange(size)[None, :]
+    causal = j <= i
+    if torch.equal(keep, causal):
+        return 0
+    window = int(keep.sum(1).max())
+    return window if window > 0 and torch.equal(keep, causal & (i - j < window)) else None
+
+
+def kept(value: torch.Tensor, fill: bool) -> torch.Tensor | None:
+    """(L, S) True where a mask's value attends: a boolean fill mask's False entries, an
+    additive mask's zeros (its others all at most FINITE_FILL_MAX); None when it differs
+    between batch entries or is neither."""
+    if value.dim() < 2 or any(d != 1 for d in value.shape[:-2]):
+        return None
+    value = value.reshape(value.shape[-2:])
+    if fill:
+        return ~value if value.dtype == torch.bool else None
+    if not value.is_floating_point() or not bool(((value == 0) | (value <= FINITE_FILL_MAX)).all()):
+        return None
+    return value == 0

@@ -67,8 +67,8 @@ def _kforge_linear3(x, weight, bias=None, act=None):
     return linear_tf32x3(x, weight, bias, act)
 
 
-def _kforge_sdpa3(q, k, v, is_causal=False, scale=None, bias=None):
-    return attention_tf32x3(q, k, v, is_causal, scale, bias)
+def _kforge_sdpa3(q, k, v, is_causal=False, scale=None, bias=None, window=0):
+    return attention_tf32x3(q, k, v, is_causal, scale, bias, window)
 '''
 
 
@@ -93,13 +93,17 @@ def _kforge_sdpa3(
     is_causal: bool = False,
     scale: float | None = None,
     bias: torch.Tensor | None = None,
+    window: int = 0,
 ) -> torch.Tensor:
     """What the emitted call computes; shape propagation runs it on meta tensors."""
     enable_gqa = q.dim() == 4 and k.dim() == 4 and q.shape[1] != k.shape[1]
-    if bias is not None and is_causal:  # SDPA takes one mask: the causal one joins the bias
+    if is_causal and (bias is not None or window > 0):  # SDPA takes one mask: they join
         size = (q.shape[-2], k.shape[-2])
-        causal = torch.ones(size, dtype=torch.bool, device=q.device).triu(1)
-        bias, is_causal = torch.where(causal, float("-inf"), bias), False
+        masked = torch.ones(size, dtype=torch.bool, device=q.device).triu(1)
+        if window > 0:
+            masked |= torch.ones(size, dtype=torch.bool, device=q.device).tril(-window)
+        zero = torch.zeros((), device=q.device)
+        bias, is_causal = torch.where(masked, float("-inf"), zero if bias is None else bias), False
     return torch.nn.functional.scaled_dot_product_attention(
         q, k, v, attn_mask=bias, is_causal=is_causal, scale=scale, enable_gqa=enable_gqa
     )
@@ -166,9 +170,11 @@ def _sdpa_call(node: torch.fx.Node) -> tuple[Any, ...] | None:
         return None
     from ....tools.gemm.attention import unsupported  # Triton: imported when a graph is rewritten
 
-    bias = mask
+    bias, window = mask, 0
     if isinstance(mask, torch.fx.Node) and mask.meta.get(fx_attention.CAUSAL_KEY_BIAS) is not None:
         bias, causal = mask.meta[fx_attention.CAUSAL_KEY_BIAS], True
+    elif isinstance(mask, torch.fx.Node) and mask.meta.get(fx_attention.CAUSAL_WINDOW) and not causal:
+        bias, causal, window = None, True, mask.meta[fx_attention.CAUSAL_WINDOW]
     qm, km, vm, bm = _meta(q), _meta(k), _meta(v), _meta(bias)
     if qm is None or km is None or vm is None or (bias is not None and bm is None):
         return None
@@ -181,6 +187,8 @@ def _sdpa_call(node: torch.fx.Node) -> tuple[Any, ...] | None:
         return None
     if dim > ATTENTION_MAX_DIM and heads == km.shape[1]:
         return None  # PyTorch's memory-efficient kernel wins there; grouped heads it runs as math
+    if window:
+        return q, k, v, causal, scale, None, window
     return (q, k, v, causal, scale) if bias is None else (q, k, v, causal, scale, bias)
 
 

@@ -225,6 +225,36 @@ def get_init_inputs():
 '''
 
 
+CHANNELS_FIRST = '''
+class Model(nn.Module):
+    """Stable Diffusion's VAE attention block (CompVis ldm's AttnBlock), small: q, k, v as 1x1
+    convolutions, q as (b, hw, c), k as (b, c, hw), the product v @ probs^T."""
+
+    def __init__(self):
+        super().__init__()
+        self.q, self.k, self.v = (nn.Conv2d(16, 16, 1) for _ in range(3))
+
+    def forward(self, x):
+        q, k, v = self.q(x), self.k(x), self.v(x)
+        b, c, h, w = q.shape
+        q = q.reshape(b, c, h * w).permute(0, 2, 1)
+        k = k.reshape(b, c, h * w)
+        w_ = torch.bmm(q, k) * (int(c) ** (-0.5))
+        w_ = torch.nn.functional.softmax(w_, dim=2)
+        v = v.reshape(b, c, h * w)
+        h_ = torch.bmm(v, w_.permute(0, 2, 1))
+        return x + h_.reshape(b, c, h, w)
+
+
+def get_inputs():
+    return [torch.randn(2, 16, 6, 5)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
 def _forward(body: str) -> str:
     return HEAD + "class Model(nn.Module):\n    def forward(self, q, k, v):\n" + body + TAIL
 
@@ -251,6 +281,7 @@ MATCHES = {
         "k, v = k.repeat_interleave(3, dim=1), v.repeat_interleave(3, 1)",
     ),
     "additive_bias_second_diagonal": HEAD + TRANSFORMERS_EAGER.replace(".triu(1)", ".triu(2)"),
+    "channels_first_vae": HEAD + CHANNELS_FIRST,
     "sliding_window": HEAD + SLIDING,
     "arange_causal": HEAD + SLIDING.replace("(j > i - 5)", "(j > i - 1000)"),
     "sliding_window_from_an_input": HEAD

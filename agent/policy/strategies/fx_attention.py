@@ -34,6 +34,7 @@ broadcast) is left alone.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import operator
 from typing import Any
@@ -99,7 +100,17 @@ def _regroups_batch(node: Any) -> Node | None:
 
 
 def _transposed_last_two(node: Any) -> Node | None:
-    """``k`` when ``node`` is ``k.transpose(-2, -1)`` (either order, or as torch.transpose)."""
+    """``k`` when ``node`` is ``k.transpose(-2, -1)`` (either order, or as torch.transpose), or
+    a permute that swaps the last two dims alone (``k.permute(0, 2, 1)``)."""
+    if _call(node, (torch.permute,), ("permute",)):
+        k, dims = node.args[0], node.args[1:]
+        dims = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], list | tuple) else dims
+        shape = _shape(k)
+        if shape is None or len(shape) < 2 or not all(isinstance(d, int) for d in dims):
+            return None
+        n = len(shape)
+        swap = (*range(n - 2), n - 1, n - 2)
+        return k if tuple(d % n for d in dims) == swap else None  # type: ignore[return-value]
     if not _call(node, (torch.transpose,), ("transpose",)):
         return None
     k, a, b = node.args[0], _arg(node, 1, "dim0"), _arg(node, 2, "dim1")
@@ -110,6 +121,25 @@ def _transposed_last_two(node: Any) -> Node | None:
     return k if {a % n, b % n} == {n - 2, n - 1} else None  # type: ignore[return-value]
 
 
+@dataclasses.dataclass(frozen=True)
+class _Swapped:
+    """``x.transpose(-2, -1)`` of a node, made only when the rewrite is emitted: keys and
+    values the channels-first form holds as (..., E, S)."""
+
+    node: Node
+
+
+def _dims(x: Any) -> tuple[int, ...] | None:
+    if isinstance(x, _Swapped):
+        shape = _shape(x.node)
+        return None if shape is None or len(shape) < 2 else (*shape[:-2], shape[-1], shape[-2])
+    return _shape(x)
+
+
+def _emitted(graph: torch.fx.Graph, x: Any) -> Any:
+    return graph.call_method("transpose", (x.node, -2, -1)) if isinstance(x, _Swapped) else x
+
+
 def _scalar(value: Any) -> bool:
     """A python number, or a graph value that is one (a shape's size, math.sqrt of it)."""
     if isinstance(value, int | float) and not isinstance(value, bool):
@@ -118,10 +148,25 @@ def _scalar(value: Any) -> bool:
 
 
 def _match(gm: torch.fx.GraphModule, out: Node) -> dict[str, Any] | None:
-    """The parts of the pattern ending in ``out`` (probs @ v), or None."""
+    """The parts of the pattern ending in ``out`` (probs @ v, or the channels-first
+    ``v @ probs^T`` of Stable Diffusion's VAE and VQGAN, whose result is the transpose), or None."""
     if not _call(out, MATMULS, ("matmul", "bmm")) or len(out.args) != 2:
         return None
-    probs, v = out.args
+    found = _from_probs(gm, out, out.args[0], out.args[1])
+    if found is not None:
+        return found
+    probs = _transposed_last_two(out.args[1])
+    if probs is None or not _only_user(out.args[1], out) or not isinstance(out.args[0], Node):  # type: ignore[arg-type]
+        return None
+    found = _from_probs(gm, out.args[1], probs, _Swapped(out.args[0]), swapped=True)  # type: ignore[arg-type]
+    return None if found is None else {**found, "out_swapped": True}
+
+
+def _from_probs(
+    gm: torch.fx.GraphModule, out: Node, probs: Any, v: Any, swapped: bool = False
+) -> dict[str, Any] | None:
+    """The pattern from ``probs``, the softmax's output (through views, a dropout with p = 0, a
+    cast to the same dtype) that ``out`` reads alone, to q @ k^T."""
     if not isinstance(probs, Node) or not _only_user(probs, out):
         return None
     viewed = _regroups_batch(probs)
@@ -150,7 +195,13 @@ def _match(gm: torch.fx.GraphModule, out: Node) -> dict[str, Any] | None:
     if not _last_dim(dim, len(shape)):
         return None
     found = _scores(probs.args[0], probs, v)
-    if found is None or _shape(out) != (*_shape(found["q"])[:-1], _shape(v)[-1]):  # type: ignore[index]
+    if found is None:
+        return None
+    result = (*_shape(found["q"])[:-1], _dims(v)[-1])  # type: ignore[index,misc]
+    if swapped:
+        result = (*result[:-2], result[-1], result[-2])
+        out = next(iter(out.users))  # the product v @ probs^T
+    if _shape(out) != result:
         return None  # the views did not come back to q's batch dimensions
     return _grouped(found)
 
@@ -271,8 +322,10 @@ def _dtype(node: Any) -> Any:
 
 def _qk(found: dict[str, Any], scores: Node, q: Any, kt: Any) -> dict[str, Any] | None:
     """``found`` completed with q and k when ``kt`` is k transposed, used by ``scores`` alone."""
-    k = _transposed_last_two(kt)
-    if k is None or not _only_user(kt, scores):
+    k: Any = _transposed_last_two(kt)
+    if k is None and isinstance(kt, Node) and _shape(kt) is not None:
+        k = _Swapped(kt)  # channels-first keys (..., E, S): q @ k as it is
+    elif k is None or not _only_user(kt, scores):
         return None
     found |= {"q": q, "k": k}
     return found if _same_batch(found) else None
@@ -280,7 +333,7 @@ def _qk(found: dict[str, Any], scores: Node, q: Any, kt: Any) -> dict[str, Any] 
 
 def _same_batch(found: dict[str, Any]) -> bool:
     """q (..., L, E), k (..., S, E), v (..., S, Ev) with the same batch dimensions (no broadcasting)."""
-    q, k, v = (_shape(found[name]) for name in ("q", "k", "v"))
+    q, k, v = (_dims(found[name]) for name in ("q", "k", "v"))
     if q is None or k is None or v is None or not len(q) == len(k) == len(v) >= 3:
         return False
     return q[:-2] == k[:-2] == v[:-2] and q[-1] == k[-1] and k[-2] == v[-2]
@@ -359,7 +412,7 @@ def sdpa_attention(gm: torch.fx.GraphModule) -> int:
         found = _match(gm, out)
         if found is None:
             continue
-        q, k = _shape(found["q"]), _shape(found["k"])
+        q, k = _shape(found["q"]), _dims(found["k"])
         how, mask = found["mask"] or (None, None)
         bias = found["bias"]
         causal = (how == "fill" and is_causal_mask(mask, q, k, buffers)) or (
@@ -402,9 +455,10 @@ def sdpa_attention(gm: torch.fx.GraphModule) -> int:
                 kwargs["attn_mask"].meta[CAUSAL_WINDOW] = window
             if found.get("gqa"):
                 kwargs["enable_gqa"] = True
-            attention = graph.call_function(
-                F.scaled_dot_product_attention, (found["q"], found["k"], found["v"]), kwargs
-            )
+            qkv = (found["q"], _emitted(graph, found["k"]), _emitted(graph, found["v"]))
+            attention = graph.call_function(F.scaled_dot_product_attention, qkv, kwargs)
+            if found.get("out_swapped"):
+                attention = graph.call_method("transpose", (attention, -2, -1))
         for reader in found["readers"]:  # x.dtype, x.device of a replaced node: q's are the same
             reader.replace_input_with(reader.args[0], found["q"])
         out.replace_all_uses_with(attention)

@@ -34,7 +34,6 @@ broadcast) is left alone.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import operator
 from typing import Any
@@ -49,6 +48,16 @@ from .fx_masks import call as _call
 from .fx_masks import causal as is_causal_mask
 from .fx_masks import real_buffers as real_buffers  # the registry reads buffers through here
 from .fx_masks import shape as _shape
+from .fx_operands import (
+    Swapped,
+    dims,
+    dtype_of,
+    emitted,
+    grouped,
+    regroups_batch,
+    same_batch,
+    transposed_last_two,
+)
 
 Node = torch.fx.Node
 MATMULS = (torch.matmul, operator.matmul, torch.bmm)
@@ -88,58 +97,6 @@ def _reads_attribute(user: Node) -> bool:
     return _call(user, (getattr,)) and len(user.args) == 2 and user.args[1] in ("dtype", "device")
 
 
-def _regroups_batch(node: Any) -> Node | None:
-    """x when ``node`` is ``x.view(...)`` / ``reshape`` that keeps the last two dims and only
-    regroups the ones before (BLOOM's (batch * heads, L, S) <-> (batch, heads, L, S))."""
-    if not _call(node, (torch.reshape,), VIEWS) or not isinstance(node.args[0], Node):
-        return None
-    before, after = _shape(node.args[0]), _shape(node)
-    if before is None or after is None or len(before) < 3 or len(after) < 3 or before[-2:] != after[-2:]:
-        return None
-    return node.args[0] if math.prod(before) == math.prod(after) else None
-
-
-def _transposed_last_two(node: Any) -> Node | None:
-    """``k`` when ``node`` is ``k.transpose(-2, -1)`` (either order, or as torch.transpose), or
-    a permute that swaps the last two dims alone (``k.permute(0, 2, 1)``)."""
-    if _call(node, (torch.permute,), ("permute",)):
-        k, dims = node.args[0], node.args[1:]
-        dims = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], list | tuple) else dims
-        shape = _shape(k)
-        if shape is None or len(shape) < 2 or not all(isinstance(d, int) for d in dims):
-            return None
-        n = len(shape)
-        swap = (*range(n - 2), n - 1, n - 2)
-        return k if tuple(d % n for d in dims) == swap else None  # type: ignore[return-value]
-    if not _call(node, (torch.transpose,), ("transpose",)):
-        return None
-    k, a, b = node.args[0], _arg(node, 1, "dim0"), _arg(node, 2, "dim1")
-    shape = _shape(k)
-    if shape is None or len(shape) < 2 or not isinstance(a, int) or not isinstance(b, int):
-        return None
-    n = len(shape)
-    return k if {a % n, b % n} == {n - 2, n - 1} else None  # type: ignore[return-value]
-
-
-@dataclasses.dataclass(frozen=True)
-class _Swapped:
-    """``x.transpose(-2, -1)`` of a node, made only when the rewrite is emitted: keys and
-    values the channels-first form holds as (..., E, S)."""
-
-    node: Node
-
-
-def _dims(x: Any) -> tuple[int, ...] | None:
-    if isinstance(x, _Swapped):
-        shape = _shape(x.node)
-        return None if shape is None or len(shape) < 2 else (*shape[:-2], shape[-1], shape[-2])
-    return _shape(x)
-
-
-def _emitted(graph: torch.fx.Graph, x: Any) -> Any:
-    return graph.call_method("transpose", (x.node, -2, -1)) if isinstance(x, _Swapped) else x
-
-
 def _scalar(value: Any) -> bool:
     """A python number, or a graph value that is one (a shape's size, math.sqrt of it)."""
     if isinstance(value, int | float) and not isinstance(value, bool):
@@ -155,10 +112,10 @@ def _match(gm: torch.fx.GraphModule, out: Node) -> dict[str, Any] | None:
     found = _from_probs(gm, out, out.args[0], out.args[1])
     if found is not None:
         return found
-    probs = _transposed_last_two(out.args[1])
+    probs = transposed_last_two(out.args[1])
     if probs is None or not _only_user(out.args[1], out) or not isinstance(out.args[0], Node):  # type: ignore[arg-type]
         return None
-    found = _from_probs(gm, out.args[1], probs, _Swapped(out.args[0]), swapped=True)  # type: ignore[arg-type]
+    found = _from_probs(gm, out.args[1], probs, Swapped(out.args[0]), swapped=True)  # type: ignore[arg-type]
     return None if found is None else {**found, "out_swapped": True}
 
 
@@ -169,7 +126,7 @@ def _from_probs(
     cast to the same dtype) that ``out`` reads alone, to q @ k^T."""
     if not isinstance(probs, Node) or not _only_user(probs, out):
         return None
-    viewed = _regroups_batch(probs)
+    viewed = regroups_batch(probs)
     if viewed is not None:  # probs.view(B * H, L, S) @ v
         probs = viewed if _only_user(viewed, probs) else None
         if probs is None:
@@ -197,13 +154,13 @@ def _from_probs(
     found = _scores(probs.args[0], probs, v)
     if found is None:
         return None
-    result = (*_shape(found["q"])[:-1], _dims(v)[-1])  # type: ignore[index,misc]
+    result = (*_shape(found["q"])[:-1], dims(v)[-1])  # type: ignore[index,misc]
     if swapped:
         result = (*result[:-2], result[-1], result[-2])
         out = next(iter(out.users))  # the product v @ probs^T
     if _shape(out) != result:
         return None  # the views did not come back to q's batch dimensions
-    return _grouped(found)
+    return grouped(found)
 
 
 def _input(node: Node) -> Node | None:
@@ -256,7 +213,7 @@ def _scores(node: Any, user: Node, v: Any) -> dict[str, Any] | None:
             if any(seen < views and not batch_free(mask) for seen, mask in masks):
                 return None
             return _baddbmm(found, node)
-        if _regroups_batch(node) is not None:
+        if regroups_batch(node) is not None:
             views += 1
         elif _same_dtype_cast(node):
             pass  # T5's softmax(scores.float()) on fp32 scores
@@ -283,7 +240,7 @@ def _scores(node: Any, user: Node, v: Any) -> dict[str, Any] | None:
                 return None  # walking back, the scale came first: the mask is added before it
             if len(node.args) != 2 or not isinstance(node.args[1], Node) or _shape(node.args[1]) is None:
                 return None
-            if node.kwargs.get("alpha", 1) != 1 or _dtype(node.args[1]) != _dtype(node):
+            if node.kwargs.get("alpha", 1) != 1 or dtype_of(node.args[1]) != dtype_of(node):
                 return None  # a bool "added" is a keep-mask to SDPA, not a bias
             masks.append((views, node.args[1]))
             if found["mask"] is None:
@@ -307,7 +264,7 @@ def _baddbmm(found: dict[str, Any], node: Node) -> dict[str, Any] | None:
         return None
     if found["scale"] != 1.0 or found["bias"] is not None or not isinstance(bias, Node):
         return None  # a later scale would scale the bias too; one bias
-    if (found["mask"] is not None and found["mask"][0] != "fill") or _dtype(bias) != _dtype(node):
+    if (found["mask"] is not None and found["mask"][0] != "fill") or dtype_of(bias) != dtype_of(node):
         return None
     found["bias"] = bias
     if alpha != 1:
@@ -315,73 +272,15 @@ def _baddbmm(found: dict[str, Any], node: Node) -> dict[str, Any] | None:
     return _qk(found, node, q, kt)
 
 
-def _dtype(node: Any) -> Any:
-    meta = node.meta.get("tensor_meta") if isinstance(node, Node) else None
-    return getattr(meta, "dtype", None)
-
-
 def _qk(found: dict[str, Any], scores: Node, q: Any, kt: Any) -> dict[str, Any] | None:
     """``found`` completed with q and k when ``kt`` is k transposed, used by ``scores`` alone."""
-    k: Any = _transposed_last_two(kt)
+    k: Any = transposed_last_two(kt)
     if k is None and isinstance(kt, Node) and _shape(kt) is not None:
-        k = _Swapped(kt)  # channels-first keys (..., E, S): q @ k as it is
+        k = Swapped(kt)  # channels-first keys (..., E, S): q @ k as it is
     elif k is None or not _only_user(kt, scores):
         return None
     found |= {"q": q, "k": k}
-    return found if _same_batch(found) else None
-
-
-def _same_batch(found: dict[str, Any]) -> bool:
-    """q (..., L, E), k (..., S, E), v (..., S, Ev) with the same batch dimensions (no broadcasting)."""
-    q, k, v = (_dims(found[name]) for name in ("q", "k", "v"))
-    if q is None or k is None or v is None or not len(q) == len(k) == len(v) >= 3:
-        return False
-    return q[:-2] == k[:-2] == v[:-2] and q[-1] == k[-1] and k[-2] == v[-2]
-
-
-def _repeated_heads(node: Any) -> tuple[Node, int] | None:
-    """(x, groups) when ``node`` repeats each head of a (B, H, S, D) ``x`` ``groups`` times in a
-    row along dim 1, as grouped-query attention's key and value heads are repeated:
-    transformers' ``repeat_kv`` (``x[:, :, None].expand(B, H, g, S, D).reshape(B, H * g, S, D)``)
-    or ``x.repeat_interleave(g, dim=1)``. Query head i then reads key head i // g, which is what
-    SDPA's ``enable_gqa`` computes."""
-    shape = _shape(node)
-    if shape is None or len(shape) != 4:
-        return None
-    if _call(node, (torch.repeat_interleave,), ("repeat_interleave",)):
-        source, groups, dim = node.args[0], _arg(node, 1, "repeats"), _arg(node, 2, "dim")
-        ss = _shape(source)
-        if isinstance(groups, int) and groups > 0 and dim in (1, -3) and ss is not None and len(ss) == 4:
-            return (source, groups) if ss[1] * groups == shape[1] else None  # type: ignore[return-value]
-        return None
-    if not _call(node, (torch.reshape,), ("reshape", "view")) or not _only_user(node.args[0], node):
-        return None
-    expanded = node.args[0]
-    if not _call(expanded, (), ("expand",)) or not _only_user(expanded.args[0], expanded):
-        return None
-    unsqueezed, es = expanded.args[0], _shape(expanded)  # (B, H, g, S, D)
-    if es is None or len(es) != 5 or (es[0], es[1] * es[2], *es[3:]) != shape:
-        return None
-    x: Any = None
-    if _call(unsqueezed, (operator.getitem,)) and isinstance(unsqueezed.args[1], tuple):
-        index, whole = unsqueezed.args[1], slice(None, None, None)  # x[:, :, None] or x[:, :, None, :, :]
-        if len(index) in (3, 5) and index[2] is None and all(i == whole for i in index[:2] + index[3:]):
-            x = unsqueezed.args[0]
-    elif _call(unsqueezed, (torch.unsqueeze,), ("unsqueeze",)) and _arg(unsqueezed, 1, "dim") == 2:
-        x = unsqueezed.args[0]
-    xs = _shape(x)
-    if xs is None or xs != (es[0], es[1], es[3], es[4]):
-        return None
-    return x, es[2]
-
-
-def _grouped(found: dict[str, Any]) -> dict[str, Any]:
-    """``found`` with k and v unrepeated and ``gqa`` set, when both repeat their heads the same
-    number of times (else as it was)."""
-    k, v = _repeated_heads(found["k"]), _repeated_heads(found["v"])
-    if k is None or v is None or k[1] != v[1] or k[1] < 2:
-        return found
-    return {**found, "k": k[0], "v": v[0], "gqa": True}
+    return found if same_batch(found) else None
 
 
 def _window(mask: Any, how: str, q: Any, k: Any, buffers: Buffers) -> int:
@@ -404,6 +303,18 @@ def _in_q_dims(graph: torch.fx.Graph, mask: Node, q: tuple[int, ...]) -> Node:
     return graph.call_method("reshape", (mask, *shape[-2:]))
 
 
+def _scale(graph: torch.fx.Graph, found: Any) -> Any:
+    """SDPA's scale for the pattern's: 1.0 when it has none, a number stays a number."""
+    if not isinstance(found, tuple):
+        return 1.0
+    how, value = found
+    if how == "mul":
+        return value
+    if isinstance(value, int | float):
+        return 1.0 / value
+    return graph.call_function(operator.truediv, (1.0, value))
+
+
 def sdpa_attention(gm: torch.fx.GraphModule) -> int:
     """Rewrite every hand-written attention in ``gm`` (shapes propagated); returns how many."""
     graph, count = gm.graph, 0
@@ -412,7 +323,7 @@ def sdpa_attention(gm: torch.fx.GraphModule) -> int:
         found = _match(gm, out)
         if found is None:
             continue
-        q, k = _shape(found["q"]), _dims(found["k"])
+        q, k = _shape(found["q"]), dims(found["k"])
         how, mask = found["mask"] or (None, None)
         bias = found["bias"]
         causal = (how == "fill" and is_causal_mask(mask, q, k, buffers)) or (
@@ -426,16 +337,7 @@ def sdpa_attention(gm: torch.fx.GraphModule) -> int:
         if found["finite"] and not (causal or window):
             continue  # a finite fill equals -inf's only where every row keeps a key
         with graph.inserting_before(out):
-            scale: Any = 1.0
-            if isinstance(found["scale"], tuple):
-                how_scaled, value = found["scale"]
-                if how_scaled == "mul":
-                    scale = value
-                elif isinstance(value, int | float):  # a number: SDPA's scale stays a number
-                    scale = 1.0 / value
-                else:
-                    scale = graph.call_function(operator.truediv, (1.0, value))
-            kwargs: dict[str, Any] = {"scale": scale}
+            kwargs: dict[str, Any] = {"scale": _scale(graph, found["scale"])}
             if how is not None:
                 mask = _in_q_dims(graph, mask, q)  # type: ignore[arg-type]
             if bias is not None and how is None:  # baddbmm's bias alone: an additive mask
@@ -455,7 +357,7 @@ def sdpa_attention(gm: torch.fx.GraphModule) -> int:
                 kwargs["attn_mask"].meta[CAUSAL_WINDOW] = window
             if found.get("gqa"):
                 kwargs["enable_gqa"] = True
-            qkv = (found["q"], _emitted(graph, found["k"]), _emitted(graph, found["v"]))
+            qkv = (found["q"], emitted(graph, found["k"]), emitted(graph, found["v"]))
             attention = graph.call_function(F.scaled_dot_product_attention, qkv, kwargs)
             if found.get("out_swapped"):
                 attention = graph.call_method("transpose", (attention, -2, -1))

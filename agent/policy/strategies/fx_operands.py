@@ -1,0 +1,135 @@
+"""The operands of hand-written attention, read off the FX graph for :mod:`.fx_attention`:
+q, k and v with the same batch dimensions, keys written transposed (``k.transpose(-2, -1)``,
+a permute of the last two dims) or held channels-first, key and value heads repeated for
+grouped-query attention, and views that only regroup the batch dimensions."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import operator
+from typing import Any
+
+import torch
+import torch.fx
+
+from .fx_masks import arg as _arg
+from .fx_masks import call as _call
+from .fx_masks import shape as _shape
+
+Node = torch.fx.Node
+VIEWS = ("view", "reshape")
+
+
+def _only_user(node: Node, user: Node) -> bool:
+    return list(node.users) == [user]
+
+
+def regroups_batch(node: Any) -> Node | None:
+    """x when ``node`` is ``x.view(...)`` / ``reshape`` that keeps the last two dims and only
+    regroups the ones before (BLOOM's (batch * heads, L, S) <-> (batch, heads, L, S))."""
+    if not _call(node, (torch.reshape,), VIEWS) or not isinstance(node.args[0], Node):
+        return None
+    before, after = _shape(node.args[0]), _shape(node)
+    if before is None or after is None or len(before) < 3 or len(after) < 3 or before[-2:] != after[-2:]:
+        return None
+    return node.args[0] if math.prod(before) == math.prod(after) else None
+
+
+def transposed_last_two(node: Any) -> Node | None:
+    """``k`` when ``node`` is ``k.transpose(-2, -1)`` (either order, or as torch.transpose), or
+    a permute that swaps the last two dims alone (``k.permute(0, 2, 1)``)."""
+    if _call(node, (torch.permute,), ("permute",)):
+        k, dims = node.args[0], node.args[1:]
+        dims = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], list | tuple) else dims
+        shape = _shape(k)
+        if shape is None or len(shape) < 2 or not all(isinstance(d, int) for d in dims):
+            return None
+        n = len(shape)
+        swap = (*range(n - 2), n - 1, n - 2)
+        return k if tuple(d % n for d in dims) == swap else None  # type: ignore[return-value]
+    if not _call(node, (torch.transpose,), ("transpose",)):
+        return None
+    k, a, b = node.args[0], _arg(node, 1, "dim0"), _arg(node, 2, "dim1")
+    shape = _shape(k)
+    if shape is None or len(shape) < 2 or not isinstance(a, int) or not isinstance(b, int):
+        return None
+    n = len(shape)
+    return k if {a % n, b % n} == {n - 2, n - 1} else None  # type: ignore[return-value]
+
+
+@dataclasses.dataclass(frozen=True)
+class Swapped:
+    """``x.transpose(-2, -1)`` of a node, made only when the rewrite is emitted: keys and
+    values the channels-first form holds as (..., E, S)."""
+
+    node: Node
+
+
+def dims(x: Any) -> tuple[int, ...] | None:
+    if isinstance(x, Swapped):
+        shape = _shape(x.node)
+        return None if shape is None or len(shape) < 2 else (*shape[:-2], shape[-1], shape[-2])
+    return _shape(x)
+
+
+def emitted(graph: torch.fx.Graph, x: Any) -> Any:
+    return graph.call_method("transpose", (x.node, -2, -1)) if isinstance(x, Swapped) else x
+
+
+def repeated_heads(node: Any) -> tuple[Node, int] | None:
+    """(x, groups) when ``node`` repeats each head of a (B, H, S, D) ``x`` ``groups`` times in a
+    row along dim 1, as grouped-query attention's key and value heads are repeated:
+    transformers' ``repeat_kv`` (``x[:, :, None].expand(B, H, g, S, D).reshape(B, H * g, S, D)``)
+    or ``x.repeat_interleave(g, dim=1)``. Query head i then reads key head i // g, which is what
+    SDPA's ``enable_gqa`` computes."""
+    shape = _shape(node)
+    if shape is None or len(shape) != 4:
+        return None
+    if _call(node, (torch.repeat_interleave,), ("repeat_interleave",)):
+        source, groups, dim = node.args[0], _arg(node, 1, "repeats"), _arg(node, 2, "dim")
+        ss = _shape(source)
+        if isinstance(groups, int) and groups > 0 and dim in (1, -3) and ss is not None and len(ss) == 4:
+            return (source, groups) if ss[1] * groups == shape[1] else None  # type: ignore[return-value]
+        return None
+    if not _call(node, (torch.reshape,), ("reshape", "view")) or not _only_user(node.args[0], node):
+        return None
+    expanded = node.args[0]
+    if not _call(expanded, (), ("expand",)) or not _only_user(expanded.args[0], expanded):
+        return None
+    unsqueezed, es = expanded.args[0], _shape(expanded)  # (B, H, g, S, D)
+    if es is None or len(es) != 5 or (es[0], es[1] * es[2], *es[3:]) != shape:
+        return None
+    x: Any = None
+    if _call(unsqueezed, (operator.getitem,)) and isinstance(unsqueezed.args[1], tuple):
+        index, whole = unsqueezed.args[1], slice(None, None, None)  # x[:, :, None] or x[:, :, None, :, :]
+        if len(index) in (3, 5) and index[2] is None and all(i == whole for i in index[:2] + index[3:]):
+            x = unsqueezed.args[0]
+    elif _call(unsqueezed, (torch.unsqueeze,), ("unsqueeze",)) and _arg(unsqueezed, 1, "dim") == 2:
+        x = unsqueezed.args[0]
+    xs = _shape(x)
+    if xs is None or xs != (es[0], es[1], es[3], es[4]):
+        return None
+    return x, es[2]
+
+
+def grouped(found: dict[str, Any]) -> dict[str, Any]:
+    """``found`` with k and v unrepeated and ``gqa`` set, when both repeat their heads the same
+    number of times (else as it was)."""
+    k, v = repeated_heads(found["k"]), repeated_heads(found["v"])
+    if k is None or v is None or k[1] != v[1] or k[1] < 2:
+        return found
+    return {**found, "k": k[0], "v": v[0], "gqa": True}
+
+
+def dtype_of(node: Any) -> Any:
+    meta = node.meta.get("tensor_meta") if isinstance(node, Node) else None
+    return getattr(meta, "dtype", None)
+
+
+def same_batch(found: dict[str, Any]) -> bool:
+    """q (..., L, E), k (..., S, E), v (..., S, Ev) with the same batch dimensions (no broadcasting)."""
+    q, k, v = (dims(found[name]) for name in ("q", "k", "v"))
+    if q is None or k is None or v is None or not len(q) == len(k) == len(v) >= 3:
+        return False
+    return q[:-2] == k[:-2] == v[:-2] and q[-1] == k[-1] and k[-2] == v[-2]

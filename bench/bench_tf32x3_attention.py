@@ -7,9 +7,11 @@ candidate ``attention_triton.py`` (flash attention with IEEE fp32 dots, on the C
 and kforge's kernel (tools/gemm/attention.py, autotuned). Times are CUDA-event medians; the
 error is ||out - ref64|| / ||ref64|| against float64 attention, and the max error beside it.
 
-    python bench/bench_tf32x3_attention.py [--sweep]
+    python bench/bench_tf32x3_attention.py [--sweep | --masks]
 
-``--sweep`` times every tile configuration at the three models' shapes.
+``--sweep`` times every tile configuration at the three models' shapes; ``--masks`` times the
+kernel with a bias (BLOOM's ALiBi, BERT's padding, T5's position bias) or a sliding window
+(Mistral) against PyTorch's SDPA given the one mask that means the same.
 """
 
 from __future__ import annotations
@@ -76,9 +78,9 @@ def sweep(name: str, b: int, hq: int, hk: int, n: int, d: int, causal: bool) -> 
 
         def run(bm=bm, bn=bn, w=w, st=st):
             attention.attention_kernel[(triton.cdiv(n, bm), b * hq)](
-                q, k, v, out, hq, hq // hk, n, n, d, 1.0, *q.stride(), *k.stride(), *v.stride(),
-                CAUSAL=causal, BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=max(16, triton.next_power_of_2(d)),
-                num_warps=w, num_stages=st,
+                q, k, v, out, out, hq, hq // hk, n, n, d, 1.0, 2 * n, *q.stride(), *k.stride(), *v.stride(),
+                0, 0, 0, 0, CAUSAL=causal, BIAS=0, BLOCK_M=bm, BLOCK_N=bn,
+                BLOCK_D=max(16, triton.next_power_of_2(d)), num_warps=w, num_stages=st,
             )  # fmt: skip
 
         try:
@@ -88,6 +90,53 @@ def sweep(name: str, b: int, hq: int, hk: int, n: int, d: int, causal: bool) -> 
     return [
         (name, f"{t_sdpa:.3f}", str(cfg), f"{t:.3f}", f"{t_sdpa / t:.2f}x") for t, cfg in sorted(found)[:3]
     ]
+
+
+def alibi(heads: int, length: int) -> torch.Tensor:
+    """BLOOM's ALiBi bias, (heads, 1, length): each head's slope times the key's position."""
+    base = 2 ** (-(2 ** -(torch.log2(torch.tensor(float(heads))) - 3)))
+    slopes = base ** torch.arange(1, heads + 1, device="cuda")
+    return slopes[:, None, None] * torch.arange(length, device="cuda", dtype=torch.float32)
+
+
+MASKED = [  # name, q, k/v shape, bias (None or a function of the device), causal, window
+    ("BLOOM-560m ALiBi (64 flat heads, 1024, d 64)", (64, 1024, 64), (64, 1024, 64),
+     lambda: alibi(16, 1024).repeat(4, 1, 1), True, 0),
+    ("BERT-large padding (8 x 16 heads, 512, d 64)", (8, 16, 512, 64), (8, 16, 512, 64),
+     lambda: torch.where(torch.rand(8, 1, 1, 512, device="cuda") < 0.2, -1e4, 0.0), False, 0),
+    ("T5-base position bias + padding (8 x 12, 512, d 64)", (8, 12, 512, 64), (8, 12, 512, 64),
+     lambda: torch.randn(1, 12, 512, 512, device="cuda") + torch.where(
+         torch.rand(8, 1, 1, 512, device="cuda") < 0.2, -1e9, 0.0), False, 0),
+    ("Mistral-7B window 1024 (32 over 8 heads, 4096, d 128)", (1, 32, 4096, 128), (1, 8, 4096, 128),
+     None, True, 1024),
+]  # fmt: skip
+
+
+def masked(
+    name: str, qs: tuple[int, ...], ks: tuple[int, ...], make: object, causal: bool, window: int
+) -> tuple[object, ...]:
+    """kforge's kernel with the bias or window against PyTorch's SDPA given the one mask that
+    means the same (what the FX pass emits for PyTorch), and the math path."""
+    q, k, v = torch.randn(qs, device="cuda"), torch.randn(ks, device="cuda"), torch.randn(ks, device="cuda")
+    bias = make() if callable(make) else None
+    length = q.shape[-2]
+    i, j = torch.arange(length, device="cuda")[:, None], torch.arange(length, device="cuda")[None, :]
+    hidden = (j > i) | ((i - j >= window) if window else torch.zeros_like(j > i)) if causal else None
+    mask = bias if hidden is None else torch.where(hidden, float("-inf"), 0.0 if bias is None else bias)
+    gqa = q.dim() == 4 and q.shape[1] != k.shape[1]
+    ref = F.scaled_dot_product_attention(
+        q.double(), k.double(), v.double(), attn_mask=mask.double(), enable_gqa=gqa
+    )
+    sdpa = lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)  # noqa: E731
+    with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
+        t_math = timed(sdpa, 10)
+    ours = lambda: attention.sdpa(q, k, v, causal, None, bias, window)  # noqa: E731
+    out, fp32 = ours(), sdpa()
+    t_sdpa, t_ours = timed(sdpa), timed(ours)
+    return (
+        name, f"{t_sdpa:.3f}", f"{t_math:.3f}", f"{t_ours:.3f}", f"{t_sdpa / t_ours:.2f}x",
+        f"{rel_err(fp32, ref):.1e}", f"{rel_err(out, ref):.1e}",
+    )  # fmt: skip
 
 
 def main() -> None:
@@ -106,6 +155,13 @@ def main() -> None:
             "vs sdpa",
         ]
         print_table("the kernel's tile configurations, fastest three per split", cols, rows)
+        return
+    if "--masks" in sys.argv:
+        rows = [masked(*case) for case in MASKED]
+        cols = ["block", "sdpa fp32, mask", "math", "kforge 3xTF32", "vs sdpa", "err sdpa", "err kforge"]
+        print_table(
+            "attention with a bias or a window, ms (CUDA-event medians); error vs float64", cols, rows
+        )
         return
     rows = [measure(*shape) for shape in SHAPES]
     print_table(

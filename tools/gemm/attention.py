@@ -218,14 +218,13 @@ def _sdpa(
     batch, hq, length, d = q.shape
     hk, s = k.shape[1], k.shape[2]
     out = torch.empty((batch, hq, length, d), device=q.device, dtype=torch.float32)
+    if s == 0:
+        out.fill_(float("nan"))  # softmax over no keys, as PyTorch's math path gives
     if out.numel() == 0 or s == 0:
-        out = out if s else out.fill_(float("nan"))  # softmax over no keys, as PyTorch's math path gives
         return out.squeeze(1) if flat else out
     qk_scale = (1.0 / math.sqrt(d) if scale is None else scale) * LOG2E
     kind = 0 if full is None else 1 if full.stride(2) == 0 else 2  # none, the same row for every query, full
-    strides = (
-        (0, 0, 0, 0) if full is None else (full.stride(0), full.stride(1), full.stride(2), full.stride(3))
-    )
+    strides = (0, 0, 0, 0) if full is None else full.stride()
     full = q.new_empty(0) if full is None else full
     _kernel(
         (length, s, d, bool(is_causal), kind),

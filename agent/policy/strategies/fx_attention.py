@@ -54,6 +54,8 @@ from .fx_operands import (
     dtype_of,
     emitted,
     grouped,
+    only_user,
+    reads_attribute,
     regroups_batch,
     same_batch,
     transposed_last_two,
@@ -65,7 +67,6 @@ SOFTMAXES = (torch.softmax, F.softmax, torch.nn.functional.softmax)
 DROPOUTS = (F.dropout, torch.dropout)
 CAUSAL_KEY_BIAS = "kforge_causal_key_bias"  # node meta: the bias a causal attn_mask was built from
 CAUSAL_WINDOW = "kforge_causal_window"  # node meta: the window of the sliding-window causal attn_mask
-VIEWS = ("view", "reshape")
 
 
 def _module(gm: torch.fx.GraphModule, node: Any, kind: type) -> Any:
@@ -77,24 +78,6 @@ def _module(gm: torch.fx.GraphModule, node: Any, kind: type) -> Any:
 
 def _last_dim(dim: Any, ndim: int) -> bool:
     return isinstance(dim, int) and dim in (-1, ndim - 1)
-
-
-def _only_user(node: Node, user: Node) -> bool:
-    """Whether ``user`` is the one user of ``node`` that reads its values (``x.dtype``, as
-    ``torch.finfo(x.dtype)`` reads it, and ``y.type_as(x)``, as T5 casts its probabilities
-    back, read only its dtype)."""
-    return [u for u in node.users if not _reads_dtype(u, node)] == [user]
-
-
-def _reads_dtype(user: Node, node: Node) -> bool:
-    if _reads_attribute(user):
-        return True
-    return _call(user, (), ("type_as",)) and user.args[1:] == (node,) and user.args[0] is not node
-
-
-def _reads_attribute(user: Node) -> bool:
-    """``x.dtype`` or ``x.device``: what q's are too (T5 builds its bias on ``scores.device``)."""
-    return _call(user, (getattr,)) and len(user.args) == 2 and user.args[1] in ("dtype", "device")
 
 
 def _scalar(value: Any) -> bool:
@@ -113,7 +96,7 @@ def _match(gm: torch.fx.GraphModule, out: Node) -> dict[str, Any] | None:
     if found is not None:
         return found
     probs = transposed_last_two(out.args[1])
-    if probs is None or not _only_user(out.args[1], out) or not isinstance(out.args[0], Node):  # type: ignore[arg-type]
+    if probs is None or not only_user(out.args[1], out) or not isinstance(out.args[0], Node):  # type: ignore[arg-type]
         return None
     found = _from_probs(gm, out.args[1], probs, Swapped(out.args[0]), swapped=True)  # type: ignore[arg-type]
     return None if found is None else {**found, "out_swapped": True}
@@ -124,11 +107,11 @@ def _from_probs(
 ) -> dict[str, Any] | None:
     """The pattern from ``probs``, the softmax's output (through views, a dropout with p = 0, a
     cast to the same dtype) that ``out`` reads alone, to q @ k^T."""
-    if not isinstance(probs, Node) or not _only_user(probs, out):
+    if not isinstance(probs, Node) or not only_user(probs, out):
         return None
     viewed = regroups_batch(probs)
     if viewed is not None:  # probs.view(B * H, L, S) @ v
-        probs = viewed if _only_user(viewed, probs) else None
+        probs = viewed if only_user(viewed, probs) else None
         if probs is None:
             return None
     if _call(probs, DROPOUTS, ("dropout",)) and _arg(probs, 1, "p", 0.5) == 0:
@@ -166,7 +149,7 @@ def _from_probs(
 def _input(node: Node) -> Node | None:
     """The input of a no-op (dropout with p = 0, a cast to the same dtype) when it has no other user."""
     inner = node.args[0]
-    return inner if isinstance(inner, Node) and _only_user(inner, node) else None
+    return inner if isinstance(inner, Node) and only_user(inner, node) else None
 
 
 def _same_dtype_cast(node: Node) -> bool:
@@ -203,16 +186,13 @@ def _scores(node: Any, user: Node, v: Any) -> dict[str, Any] | None:
     found: dict[str, Any] = {"v": v, "scale": 1.0, "mask": None, "bias": None, "finite": False, "readers": []}
     views = 0  # a mask found before a view (walking back) is over the view's batch dims
     masks: list[tuple[int, Any]] = []  # (views passed when found, mask)
-    while isinstance(node, Node) and _only_user(node, user):
-        found["readers"] += [u for u in node.users if _reads_attribute(u)]  # to read q's instead
-        if _call(node, MATMULS, ("matmul", "bmm")) and len(node.args) == 2:
+    while isinstance(node, Node) and only_user(node, user):
+        found["readers"] += [u for u in node.users if reads_attribute(u)]  # to read q's instead
+        matmul = _call(node, MATMULS, ("matmul", "bmm")) and len(node.args) == 2
+        if matmul or (_call(node, (torch.baddbmm,), ("baddbmm",)) and len(node.args) == 3):
             if any(seen < views and not batch_free(mask) for seen, mask in masks):
                 return None  # a mask over the viewed batch dims would mean another thing in q's
-            return _qk(found, node, node.args[0], node.args[1])
-        if _call(node, (torch.baddbmm,), ("baddbmm",)) and len(node.args) == 3:
-            if any(seen < views and not batch_free(mask) for seen, mask in masks):
-                return None
-            return _baddbmm(found, node)
+            return _qk(found, node, node.args[0], node.args[1]) if matmul else _baddbmm(found, node)
         if regroups_batch(node) is not None:
             views += 1
         elif _same_dtype_cast(node):
@@ -277,21 +257,18 @@ def _qk(found: dict[str, Any], scores: Node, q: Any, kt: Any) -> dict[str, Any] 
     k: Any = transposed_last_two(kt)
     if k is None and isinstance(kt, Node) and _shape(kt) is not None:
         k = Swapped(kt)  # channels-first keys (..., E, S): q @ k as it is
-    elif k is None or not _only_user(kt, scores):
+    elif k is None or not only_user(kt, scores):
         return None
     found |= {"q": q, "k": k}
     return found if same_batch(found) else None
 
 
-def _window(mask: Any, how: str, q: Any, k: Any, buffers: Buffers) -> int:
+def _window(mask: Any, how: str, q: Any, k: Any, buffers: Buffers) -> int | None:
     """0 when a mask built from no input is the causal one, w when it is the causal one within
-    the last w keys (Gemma's and Mistral's sliding window, built from aranges), -1 otherwise."""
+    the last w keys (Gemma's and Mistral's sliding window, built from aranges), else None."""
     value = constant_value(mask, buffers) if q is not None and k is not None else None
     keep = kept(value, how == "fill") if value is not None else None
-    if keep is None or tuple(keep.shape) != (q[-2], k[-2]):
-        return -1
-    window = causal_window(keep)
-    return -1 if window is None else window
+    return causal_window(keep) if keep is not None and tuple(keep.shape) == (q[-2], k[-2]) else None
 
 
 def _in_q_dims(graph: torch.fx.Graph, mask: Node, q: tuple[int, ...]) -> Node:
@@ -329,11 +306,10 @@ def sdpa_attention(gm: torch.fx.GraphModule) -> int:
         causal = (how == "fill" and is_causal_mask(mask, q, k, buffers)) or (
             how == "add" and causal_bias(mask, q, k, buffers)
         )
-        window = 0
+        window = None
         if how is not None and not causal and bias is None:
             window = _window(mask, how, q, k, buffers)
             causal = window == 0
-            window = max(window, 0)
         if found["finite"] and not (causal or window):
             continue  # a finite fill equals -inf's only where every row keeps a key
         with graph.inserting_before(out):

@@ -21,8 +21,22 @@ Node = torch.fx.Node
 VIEWS = ("view", "reshape")
 
 
-def _only_user(node: Node, user: Node) -> bool:
-    return list(node.users) == [user]
+def only_user(node: Node, user: Node) -> bool:
+    """Whether ``user`` is the one user of ``node`` that reads its values (``x.dtype``, as
+    ``torch.finfo(x.dtype)`` reads it, and ``y.type_as(x)``, as T5 casts its probabilities
+    back, read only its dtype)."""
+    return [u for u in node.users if not _reads_only_metadata(u, node)] == [user]
+
+
+def _reads_only_metadata(user: Node, node: Node) -> bool:
+    if reads_attribute(user):
+        return True
+    return _call(user, (), ("type_as",)) and user.args[1:] == (node,) and user.args[0] is not node
+
+
+def reads_attribute(user: Node) -> bool:
+    """``x.dtype`` or ``x.device``: what q's are too (T5 builds its bias on ``scores.device``)."""
+    return _call(user, (getattr,)) and len(user.args) == 2 and user.args[1] in ("dtype", "device")
 
 
 def regroups_batch(node: Any) -> Node | None:
@@ -92,10 +106,10 @@ def repeated_heads(node: Any) -> tuple[Node, int] | None:
         if isinstance(groups, int) and groups > 0 and dim in (1, -3) and ss is not None and len(ss) == 4:
             return (source, groups) if ss[1] * groups == shape[1] else None  # type: ignore[return-value]
         return None
-    if not _call(node, (torch.reshape,), ("reshape", "view")) or not _only_user(node.args[0], node):
+    if not _call(node, (torch.reshape,), ("reshape", "view")) or not only_user(node.args[0], node):
         return None
     expanded = node.args[0]
-    if not _call(expanded, (), ("expand",)) or not _only_user(expanded.args[0], expanded):
+    if not _call(expanded, (), ("expand",)) or not only_user(expanded.args[0], expanded):
         return None
     unsqueezed, es = expanded.args[0], _shape(expanded)  # (B, H, g, S, D)
     if es is None or len(es) != 5 or (es[0], es[1] * es[2], *es[3:]) != shape:

@@ -27,6 +27,7 @@ def get_init_inputs():
     return []
 """
 REALISTIC_DEV = Path(__file__).resolve().parents[1] / "bench" / "realistic" / "dev"
+REALISTIC_FIXTURES = Path(__file__).parent / "fixtures" / "tasks"  # small copies of realistic forms
 HEAD = "import math\nimport torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\n"
 
 GPT_CAUSAL = '''
@@ -117,36 +118,7 @@ def get_init_inputs():
 '''
 
 
-BLOOM = '''
-BATCH, HEADS, DIM, LENGTH = 2, 4, 8, 16
-
-
-class Model(nn.Module):
-    """BLOOM's eager attention core: ALiBi through baddbmm over (batch * heads), the scores
-    viewed per head for the causal mask filled with the dtype's minimum, then viewed back."""
-
-    def __init__(self):
-        super().__init__()
-        slopes = 2.0 ** -torch.arange(1, HEADS + 1).float()
-        alibi = slopes[:, None, None] * torch.arange(LENGTH).float()[None, None, :]
-        self.register_buffer("alibi", alibi.repeat(BATCH, 1, 1))
-        self.register_buffer("causal", torch.triu(torch.ones(LENGTH, LENGTH, dtype=torch.bool), diagonal=1))
-
-    def forward(self, q, k, v):
-        scores = torch.baddbmm(self.alibi, q, k.transpose(1, 2), beta=1.0, alpha=1 / math.sqrt(DIM))
-        scores = scores.view(BATCH, HEADS, LENGTH, LENGTH)
-        scores = scores.masked_fill(self.causal, torch.finfo(scores.dtype).min)
-        probs = torch.softmax(scores, dim=-1, dtype=torch.float32)
-        return torch.bmm(probs.view(BATCH * HEADS, LENGTH, LENGTH), v)
-
-
-def get_inputs():
-    return [torch.randn(BATCH * HEADS, LENGTH, DIM) for _ in range(3)]
-
-
-def get_init_inputs():
-    return []
-'''
+BLOOM = (REALISTIC_FIXTURES / "alibi_small.py").read_text()  # BLOOM's eager attention core, small
 
 
 T5 = '''
@@ -198,31 +170,7 @@ def get_init_inputs():
 '''
 
 
-SLIDING = '''
-class Model(nn.Module):
-    """Mistral's sliding-window attention in transformers' eager form (small): key and value
-    heads repeated, an additive mask built from aranges in the forward, the dtype's minimum
-    outside the last 5 keys."""
-
-    def forward(self, q, k, v):
-        length = q.shape[-2]
-        i = torch.arange(length, device=q.device)[:, None]
-        j = torch.arange(length, device=q.device)[None, :]
-        allowed = (j <= i) & (j > i - 5)
-        mask = torch.zeros(length, length, device=q.device, dtype=q.dtype)
-        mask = mask.masked_fill(~allowed, torch.finfo(q.dtype).min)
-        k, v = k.repeat_interleave(2, dim=1), v.repeat_interleave(2, dim=1)
-        scores = torch.matmul(q, k.transpose(2, 3)) / 4.0 + mask[None, None]
-        return torch.matmul(torch.softmax(scores, dim=-1, dtype=torch.float32), v)
-
-
-def get_inputs():
-    return [torch.randn(2, 4, 40, 16), torch.randn(2, 2, 40, 16), torch.randn(2, 2, 40, 16)]
-
-
-def get_init_inputs():
-    return []
-'''
+SLIDING = (REALISTIC_FIXTURES / "sliding_window_small.py").read_text()  # Mistral's local attention
 
 
 CHANNELS_FIRST = '''
@@ -282,14 +230,15 @@ MATCHES = {
     ),
     "additive_bias_second_diagonal": HEAD + TRANSFORMERS_EAGER.replace(".triu(1)", ".triu(2)"),
     "channels_first_vae": HEAD + CHANNELS_FIRST,
-    "sliding_window": HEAD + SLIDING,
-    "arange_causal": HEAD + SLIDING.replace("(j > i - 5)", "(j > i - 1000)"),
-    "sliding_window_from_an_input": HEAD
-    + SLIDING.replace("(j > i - 5)", "(j > i - 5 - (q[0, 0, 0, 0] > 9).long())"),
+    "sliding_window": SLIDING,
+    "arange_causal": SLIDING.replace("(j > i - 7)", "(j > i - 1000)"),
+    "sliding_window_from_an_input": SLIDING.replace(
+        "(j > i - 7)", "(j > i - 7 - (q[0, 0, 0, 0] > 9).long())"
+    ),
     "t5_position_bias": HEAD + T5,
     "shape_unpacked": HEAD + SHAPE_UNPACKED,
-    "bloom_alibi": HEAD + BLOOM,
-    "bloom_alibi_no_scale": HEAD + BLOOM.replace(", beta=1.0, alpha=1 / math.sqrt(DIM))", ")"),
+    "bloom_alibi": BLOOM,
+    "bloom_alibi_no_scale": BLOOM.replace(", beta=1.0, alpha=1 / math.sqrt(DIM))", ")"),
     "fill_then_bias_not_causal": _forward(  # the fill keeps an entry past the diagonal: joined, not causal
         "        m = torch.triu(torch.ones(16, 16, device=q.device, dtype=torch.bool), diagonal=2)\n"
         "        s = (q @ k.transpose(-2, -1)) * 0.3 + q[..., :1, :1].transpose(-2, -1).expand(2, 4, 1, 16)\n"
@@ -308,11 +257,10 @@ LEFT_ALONE = {
         "        s = (q @ k.transpose(-2, -1)).masked_fill(q[..., :1] > 0, -1e9)\n"
         "        return torch.softmax(s, dim=-1) @ v\n"
     ),
-    "bloom_finite_fill_not_causal": HEAD + BLOOM.replace("diagonal=1)", "diagonal=2)"),
-    "bloom_beta_not_one": HEAD + BLOOM.replace("beta=1.0", "beta=0.5"),
-    "bloom_scaled_after_the_bias": HEAD + BLOOM.replace(", beta=1.0, alpha=1 / math.sqrt(DIM))", ") * 0.3"),
-    "bloom_mask_per_batch_over_the_view": HEAD
-    + BLOOM.replace(
+    "bloom_finite_fill_not_causal": BLOOM.replace("diagonal=1)", "diagonal=2)"),
+    "bloom_beta_not_one": BLOOM.replace("beta=1.0", "beta=0.5"),
+    "bloom_scaled_after_the_bias": BLOOM.replace(", beta=1.0, alpha=1 / math.sqrt(DIM))", ") * 0.3"),
+    "bloom_mask_per_batch_over_the_view": BLOOM.replace(
         "torch.triu(torch.ones(LENGTH, LENGTH, dtype=torch.bool), diagonal=1)",
         "torch.rand(BATCH, HEADS, LENGTH, LENGTH) < 0.2",
     ).replace("torch.finfo(scores.dtype).min", "float('-inf')"),
@@ -419,7 +367,7 @@ def test_a_forward_plain_tracing_cannot_follow_is_traced_with_shapes_known(tmp_p
 
 
 @pytest.mark.parametrize(
-    ("name", "window"), [("sliding_window", 5), ("arange_causal", 0), ("sliding_window_from_an_input", None)]
+    ("name", "window"), [("sliding_window", 7), ("arange_causal", 0), ("sliding_window_from_an_input", None)]
 )
 def test_a_mask_built_from_aranges_is_read_for_its_window(
     tmp_path: Path, name: str, window: int | None

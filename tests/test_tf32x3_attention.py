@@ -7,6 +7,8 @@ a broken kernel caught."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from kforge.agent.policy.features import task_features
@@ -15,6 +17,8 @@ from kforge.tools.evaluate import evaluate_many
 from kforge.tools.result import Status
 from kforge.tools.static_checks import static_cheats
 from kforge.tools.task import load_task
+
+FIXTURES = Path(__file__).parent / "fixtures" / "tasks"
 
 CODE_PRELUDE = """
 import torch
@@ -290,40 +294,7 @@ def test_the_strategy_puts_attention_on_the_kernel_verified_and_a_broken_kernel_
     assert bad.status == Status.INCORRECT, bad.log
 
 
-BLOOM_TASK = '''
-import math
-
-import torch
-import torch.nn as nn
-
-BATCH, HEADS, DIM, LENGTH = 2, 2, 16, 20
-
-
-class Model(nn.Module):
-    """BLOOM's eager attention core, small: ALiBi through baddbmm, a causal fill of the dtype's minimum."""
-
-    def __init__(self):
-        super().__init__()
-        slopes = 2.0 ** -torch.arange(1, HEADS + 1).float()
-        alibi = slopes[:, None, None] * torch.arange(LENGTH).float()[None, None, :] * 4
-        self.register_buffer("alibi", alibi.repeat(BATCH, 1, 1))
-        self.register_buffer("causal", torch.triu(torch.ones(LENGTH, LENGTH, dtype=torch.bool), diagonal=1))
-
-    def forward(self, q, k, v):
-        scores = torch.baddbmm(self.alibi, q, k.transpose(1, 2), beta=1.0, alpha=1 / math.sqrt(DIM))
-        scores = scores.view(BATCH, HEADS, LENGTH, LENGTH)
-        scores = scores.masked_fill(self.causal, torch.finfo(scores.dtype).min)
-        probs = torch.softmax(scores, dim=-1, dtype=torch.float32)
-        return torch.bmm(probs.view(BATCH * HEADS, LENGTH, LENGTH), v)
-
-
-def get_inputs():
-    return [torch.randn(BATCH * HEADS, LENGTH, DIM) for _ in range(3)]
-
-
-def get_init_inputs():
-    return []
-'''
+BLOOM_TASK = (FIXTURES / "alibi_small.py").read_text()  # BLOOM's eager attention core, small
 
 
 def test_alibi_attention_goes_on_the_kernel_with_its_bias_verified_and_a_dropped_bias_is_caught(
@@ -352,33 +323,7 @@ def test_alibi_attention_goes_on_the_kernel_with_its_bias_verified_and_a_dropped
     assert bad.status == Status.INCORRECT, bad.log
 
 
-SLIDING_TASK = '''
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    """Mistral's sliding-window attention (small): grouped heads, an additive mask built from
-    aranges in the forward, the dtype's minimum outside the last 7 keys."""
-
-    def forward(self, q, k, v):
-        length = q.shape[-2]
-        i = torch.arange(length, device=q.device)[:, None]
-        j = torch.arange(length, device=q.device)[None, :]
-        mask = torch.zeros(length, length, device=q.device, dtype=q.dtype)
-        mask = mask.masked_fill(~((j <= i) & (j > i - 7)), torch.finfo(q.dtype).min)
-        k, v = k.repeat_interleave(2, dim=1), v.repeat_interleave(2, dim=1)
-        scores = torch.matmul(q, k.transpose(2, 3)) * 0.25 + mask[None, None]
-        return torch.matmul(torch.softmax(scores, dim=-1, dtype=torch.float32), v)
-
-
-def get_inputs():
-    return [torch.randn(1, 4, 40, 16), torch.randn(1, 2, 40, 16), torch.randn(1, 2, 40, 16)]
-
-
-def get_init_inputs():
-    return []
-'''
+SLIDING_TASK = (FIXTURES / "sliding_window_small.py").read_text()  # Mistral's local attention, small
 
 
 def test_a_sliding_window_goes_on_the_kernel_verified_and_a_dropped_window_is_caught(

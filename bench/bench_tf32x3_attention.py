@@ -7,11 +7,12 @@ candidate ``attention_triton.py`` (flash attention with IEEE fp32 dots, on the C
 and kforge's kernel (tools/gemm/attention.py, autotuned). Times are CUDA-event medians; the
 error is ||out - ref64|| / ||ref64|| against float64 attention, and the max error beside it.
 
-    python bench/bench_tf32x3_attention.py [--sweep | --masks]
+    python bench/bench_tf32x3_attention.py [--sweep [NAME] | --masks]
 
-``--sweep`` times every tile configuration at the three models' shapes; ``--masks`` times the
-kernel with a bias (BLOOM's ALiBi, BERT's padding, T5's position bias) or a sliding window
-(Mistral) against PyTorch's SDPA given the one mask that means the same.
+``--sweep`` times every tile configuration at the three models' shapes and Gemma 3's head dim
+256; ``--masks`` times the kernel with a bias (BLOOM's ALiBi, BERT's padding, T5's position
+bias) or a sliding window (Mistral's, Gemma's) against PyTorch's SDPA given the one mask that
+means the same.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ SHAPES = [  # name, batch, query heads, key heads, length, head dim, causal
     ("Llama 1B (GQA 4)", 4, 32, 8, 512, 64, True),
     ("2k causal", 4, 16, 16, 2048, 64, True),
     ("2k, d 128", 4, 16, 16, 2048, 128, False),
+    ("Gemma 3 1B (GQA 4, d 256)", 2, 4, 1, 2048, 256, True),
 ]
 
 
@@ -62,6 +64,7 @@ def measure(name: str, b: int, hq: int, hk: int, n: int, d: int, causal: bool) -
 
 
 SWEEP = [(m, n, w, st) for m in (64, 128) for n in (32, 64, 128) for w in (4, 8) for st in (2, 3)]
+WIDE_SWEEP = [(m, n, w, st) for m in (32, 64) for n in (16, 32, 64) for w in (4, 8) for st in (1, 2)]
 
 
 def sweep(name: str, b: int, hq: int, hk: int, n: int, d: int, causal: bool) -> list[tuple[object, ...]]:
@@ -74,12 +77,12 @@ def sweep(name: str, b: int, hq: int, hk: int, n: int, d: int, causal: bool) -> 
     t_sdpa = timed(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=hq != hk))
     out = torch.empty_like(q)
     found = []
-    for bm, bn, w, st in SWEEP:
+    for bm, bn, w, st in SWEEP if d <= 128 else WIDE_SWEEP:
 
         def run(bm=bm, bn=bn, w=w, st=st):
             attention.attention_kernel[(triton.cdiv(n, bm), b * hq)](
-                q, k, v, out, out, hq, hq // hk, n, n, d, 1.0, 2 * n, *q.stride(), *k.stride(), *v.stride(),
-                0, 0, 0, 0, CAUSAL=causal, BIAS=0, BLOCK_M=bm, BLOCK_N=bn,
+                q, k, v, out, out, out, hq, hq // hk, n, n, d, 1.0, 2 * n, *q.stride(), *k.stride(),
+                *v.stride(), 0, 0, 0, 0, 0, 0, 0, CAUSAL=causal, BIAS=0, BLOCK_M=bm, BLOCK_N=bn,
                 BLOCK_D=max(16, triton.next_power_of_2(d)), num_warps=w, num_stages=st,
             )  # fmt: skip
 
@@ -109,6 +112,8 @@ MASKED = [  # name, q, k/v shape, bias (None or a function of the device), causa
          torch.rand(8, 1, 1, 512, device="cuda") < 0.2, -1e9, 0.0), False, 0),
     ("Mistral-7B window 1024 (32 over 8 heads, 4096, d 128)", (1, 32, 4096, 128), (1, 8, 4096, 128),
      None, True, 1024),
+    ("Gemma 3 1B window 512 (2 x 4 over 1 head, 2048, d 256)", (2, 4, 2048, 256), (2, 1, 2048, 256),
+     None, True, 512),
 ]  # fmt: skip
 
 
@@ -145,7 +150,11 @@ def main() -> None:
     torch.backends.cudnn.allow_tf32 = False
     torch.manual_seed(0)
     if "--sweep" in sys.argv:
-        rows = [row for shape in SHAPES[:3] for row in sweep(*shape)]
+        # the three models' shapes, and Gemma's head dim 256 (the wide tiles); a word after
+        # --sweep keeps the shapes whose name has it ("--sweep Gemma")
+        after = sys.argv[sys.argv.index("--sweep") + 1 :]
+        shapes = [s for s in SHAPES[:3] + SHAPES[-1:] if not after or after[0] in s[0]]
+        rows = [row for shape in shapes for row in sweep(*shape)]
         cols = [
             "shape",
             "sdpa fp32 ms",

@@ -5,12 +5,13 @@ CUDA events, median of 100) and profiled (``torch.profiler``, CUDA kernels summe
 the kernels that take the time, so a table says why a strategy wins or loses. Strict fp32.
 Development and seen sets only: an unseen set is measured by ``kforge batch`` alone.
 
-    python bench/profile_realistic.py --tasks dev/convnext_block,... [--families tf32x3-conv,...]
+    python bench/profile_realistic.py --tasks dev/convnext_block,... [--families tf32x3-conv,tf32x3-gemm+compile,...]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import tempfile
 from collections import defaultdict
@@ -43,12 +44,25 @@ def kernels(fn: Any, inputs: list[Any]) -> list[tuple[str, float]]:
     return sorted(total.items(), key=lambda kv: -kv[1])
 
 
+RUNNERS = {"compile": "compile", "graph": "cuda-graph", "compile-graph": "compile-graph"}
+
+
 def candidates(path: Path, families: list[str]) -> dict[str, str]:
-    """family -> the source of the embedded policy's candidate of that family for the task."""
+    """family -> the source of the embedded policy's candidate of that family for the task;
+    ``family+compile``, ``+graph`` or ``+compile-graph``: that family's body under torch.compile,
+    a CUDA graph or both (the round-two combinations a batch tries)."""
     task = load_task(path, check_import=False)
     analysis = registry.analyse_task(task, task_features(task, None, "fp32", None))
     specs = {s.family: s for s in registry.base_specs(analysis, "fp32", "cuda")}
-    return {f: registry.build(task, specs[f], analysis) for f in families if f in specs}
+    out = {}
+    for name in families:
+        family, _, runner = name.partition("+")
+        if family in specs:
+            spec = specs[family]
+            if runner:
+                spec = dataclasses.replace(spec, family="combo", runner=RUNNERS[runner], mode="default")
+            out[name] = registry.build(task, spec, analysis)
+    return out
 
 
 def main() -> None:

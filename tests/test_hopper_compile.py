@@ -73,14 +73,20 @@ CASES = [
     ("3xTF32 convolution", conv.conv_kernel, ptrs("x_ptr", "wb_ptr", "ws_ptr", "bias_ptr", "res_ptr", "y_ptr"),
      dict(KH=3, KW=3, HAS_BIAS=True, HAS_RES=True, ACT=1), conv._configs()),
     ("3xTF32 flash attention", attention.attention_kernel,
-     ptrs("q_ptr", "k_ptr", "v_ptr", "o_ptr", "bias_ptr") | {"qk_scale": "fp32"},
+     ptrs("q_ptr", "k_ptr", "v_ptr", "o_ptr", "bias_ptr", "row_ptr") | {"qk_scale": "fp32"},
      dict(CAUSAL=True, BIAS=0, BLOCK_D=64), attention._configs()),
     ("3xTF32 flash attention, a key bias", attention.attention_kernel,
-     ptrs("q_ptr", "k_ptr", "v_ptr", "o_ptr", "bias_ptr") | {"qk_scale": "fp32"},
+     ptrs("q_ptr", "k_ptr", "v_ptr", "o_ptr", "bias_ptr", "row_ptr") | {"qk_scale": "fp32"},
      dict(CAUSAL=True, BIAS=1, BLOCK_D=64), attention._configs()[:1]),
     ("3xTF32 flash attention, a bias per query", attention.attention_kernel,
-     ptrs("q_ptr", "k_ptr", "v_ptr", "o_ptr", "bias_ptr") | {"qk_scale": "fp32"},
+     ptrs("q_ptr", "k_ptr", "v_ptr", "o_ptr", "bias_ptr", "row_ptr") | {"qk_scale": "fp32"},
      dict(CAUSAL=False, BIAS=2, BLOCK_D=128), attention._configs()[:1]),
+    ("3xTF32 flash attention, a tile and a key row", attention.attention_kernel,
+     ptrs("q_ptr", "k_ptr", "v_ptr", "o_ptr", "bias_ptr", "row_ptr") | {"qk_scale": "fp32"},
+     dict(CAUSAL=False, BIAS=3, BLOCK_D=64), attention._configs()[:1]),
+    ("3xTF32 flash attention, head dim 256", attention.attention_kernel,
+     ptrs("q_ptr", "k_ptr", "v_ptr", "o_ptr", "bias_ptr", "row_ptr") | {"qk_scale": "fp32"},
+     dict(CAUSAL=True, BIAS=0, BLOCK_D=256), attention._wide_configs()),
 ]  # fmt: skip
 
 

@@ -46,6 +46,7 @@ cases = [
     (1, 2, 1, 20, 51, 24, True, 0.3, True),
     (1, 2, 2, 50, 19, 16, True, None, False),
     (1, 2, 2, 20, 30, 16, False, 0.0, False),  # a zero scale is a scale (uniform weights), not "default"
+    (1, 4, 1, 30, 30, 160, True, None, True),  # a head dim above 128: the wide tiles, D masked
 ]
 worst = 0.0
 for b, hq, hk, L, S, d, causal, scale, viewed in cases:
@@ -124,8 +125,8 @@ print(worst, nan_rows)
 def test_a_sliding_window_matches_float64_and_a_wider_one_does_not(interpreted):
     """Mistral's and Gemma's local layers: the causal mask within the last ``window`` keys, with
     grouped heads and with a key bias, windows narrower and wider than a key tile (16 under the
-    interpreter), so that some rows see no key in their block's first tile. A window one key
-    wider is a different function, caught."""
+    interpreter), so that some rows see no key in their block's first tile; Gemma 3's head dim
+    256 over one key head. A window one key wider is a different function, caught."""
     code = """
 def reference(q, k, v, window, bias, dtype):
     L, S = q.shape[-2], k.shape[-2]
@@ -136,8 +137,9 @@ def reference(q, k, v, window, bias, dtype):
     return torch.softmax(scores.masked_fill(masked, float("-inf")), -1) @ v
 
 worst = 0.0
-for window, hk, bias in ((5, 2, torch.zeros(1)), (23, 1, torch.randn(2, 4, 1, 50)), (1, 4, torch.zeros(1))):
-    q, k, v = torch.randn(2, 4, 50, 16) * 2, torch.randn(2, hk, 50, 16) * 2, torch.randn(2, hk, 50, 16)
+cases = ((5, 2, torch.zeros(1), 16), (23, 1, torch.randn(2, 4, 1, 50), 16), (1, 4, torch.zeros(1), 16), (23, 1, torch.zeros(1), 256))
+for window, hk, bias, d in cases:
+    q, k, v = torch.randn(2, 4, 50, d) * 2, torch.randn(2, hk, 50, d) * 2, torch.randn(2, hk, 50, d)
     b = None if bias.numel() == 1 else bias
     ref, fp32 = (reference(q, k, v, window, bias, t) for t in (torch.float64, torch.float32))
     out = A.sdpa(q, k, v, True, None, b, window)
@@ -148,6 +150,42 @@ print(worst, float((wider - A.sdpa(q, k, v, True, None, None, 1)).abs().max()))
 """
     worst, wider = (float(x) for x in interpreted(CODE_PRELUDE + code).split(" "))
     assert worst < 3.0 and wider > 0.1
+
+
+def test_two_masks_are_read_apart_and_match_float64_of_their_sum(interpreted):
+    """``bias`` and ``key_bias`` together: T5's (1, H, L, S) position bias, permuted in memory
+    as T5 makes it, with a (B, 1, 1, S) padding mask (a tile and a row, each read as it is);
+    two rows (ALiBi and padding, causal); two tiles. Each matches float64 attention with the
+    masks' sum; with the row dropped it does not."""
+    code = """
+def reference(q, k, v, causal, bias, dtype):
+    L, S = q.shape[-2], k.shape[-2]
+    scores = (q.to(dtype) @ k.to(dtype).transpose(-2, -1)) * q.shape[-1] ** -0.5 + bias.to(dtype)
+    if causal:
+        scores = scores.masked_fill(torch.ones(L, S, dtype=torch.bool).triu(1), float("-inf"))
+    return torch.softmax(scores, -1) @ v.to(dtype)
+
+padding = torch.where(torch.arange(40) < torch.tensor([[40], [29]]), 0.0, torch.finfo(torch.float32).min)[:, None, None, :]
+cases = [
+    (torch.randn(33, 40, 3).permute(2, 0, 1)[None] * 3, padding, False),  # T5
+    (2.0 ** -torch.arange(1, 4).float()[:, None, None] * torch.arange(40.0) * 5, padding, True),  # two rows
+    (torch.randn(1, 3, 33, 40), torch.randn(2, 1, 33, 40), False),  # two tiles
+]
+worst = 0.0
+for bias, key_bias, causal in cases:
+    q, k, v = torch.randn(2, 3, 33, 16), torch.randn(2, 3, 40, 16), torch.randn(2, 3, 40, 16)
+    total = bias + key_bias
+    ref, fp32 = reference(q, k, v, causal, total, torch.float64), reference(q, k, v, causal, total, torch.float32)
+    out = A.sdpa(q, k, v, causal, None, bias, 0, key_bias)
+    err = float((out.double() - ref).abs().max())
+    worst = max(worst, err / float((fp32.double() - ref).abs().max()), key=lambda v: (v != v, v))
+q, k, v = torch.randn(2, 3, 33, 16), torch.randn(2, 3, 40, 16), torch.randn(2, 3, 40, 16)
+t5 = cases[0][0]
+dropped = float((A.sdpa(q, k, v, False, None, t5, 0, padding) - A.sdpa(q, k, v, False, None, t5)).abs().max())
+print(worst, dropped)
+"""
+    worst, dropped = (float(x) for x in interpreted(CODE_PRELUDE + code).split(" "))
+    assert worst < 3.0 and dropped > 0.1
 
 
 def test_a_dropped_or_misplaced_key_bias_is_far_from_float64(interpreted):
@@ -175,7 +213,8 @@ def test_unsupported_operands_get_a_one_line_reason():
     assert attention.unsupported(q, k, k, enable_gqa=True) == ""
     assert "enable_gqa" in attention.unsupported(q, k, k, enable_gqa=False)
     assert "fp32" in attention.unsupported(q.half(), k, k)
-    assert "head dims" in attention.unsupported(torch.randn(1, 2, 8, 256), *[torch.randn(1, 2, 8, 256)] * 2)
+    assert "head dims" in attention.unsupported(torch.randn(1, 2, 8, 512), *[torch.randn(1, 2, 8, 512)] * 2)
+    assert "head dims" in attention.unsupported(q, k, torch.randn(1, 2, 8, 32), enable_gqa=True)
     assert attention.unsupported(q, k, k, True, torch.randn(2, 1, 1, 8)[:1]) == ""  # a key bias
     assert attention.unsupported(q, k, k, True, torch.randn(8, 8)) == ""  # a bias per query and key
     assert "does not broadcast" in attention.unsupported(q, k, k, True, torch.randn(3, 4, 1, 8))  # larger
@@ -314,8 +353,37 @@ def test_alibi_attention_goes_on_the_kernel_with_its_bias_verified_and_a_dropped
     source = registry.build(task, next(s for s in specs if s.family == "tf32x3-gemm"), analysis)
     assert static_cheats(source, task.source, "fp32") == []
     broken = source.replace(
-        "attention_tf32x3(q, k, v, is_causal, scale, bias, window)",
-        "attention_tf32x3(q, k, v, is_causal, scale, None, window)",
+        "attention_tf32x3(q, k, v, is_causal, scale, bias, window, key_bias)",
+        "attention_tf32x3(q, k, v, is_causal, scale, None, window, key_bias)",
+    )
+    assert broken != source
+    good, bad = evaluate_many(load_task(path), [source, broken], make_cpu_options(trials=2, timing_trials=1))
+    assert good.status == Status.OK and good.correct, good.log
+    assert bad.status == Status.INCORRECT, bad.log
+
+
+T5_TASK = (FIXTURES / "t5_bias_small.py").read_text()  # T5's attention core, small
+
+
+def test_t5s_position_bias_and_padding_go_on_the_kernel_apart_verified_and_a_dropped_row_is_caught(
+    monkeypatch, make_cpu_options, tmp_path
+):
+    """T5's form: the mask is the position bias (1, H, L, S) plus the padding mask (B, 1, 1, S);
+    the 3xTF32 pass hands the kernel the two (a tile and a row) instead of their (B, H, L, S)
+    sum. The candidate is verified by the engine under the interpreter; with the padding row
+    dropped it is incorrect."""
+    _small_attention_qualifies(monkeypatch)
+    path = tmp_path / "t5.py"
+    path.write_text(T5_TASK)
+    task, analysis, specs = _analysis(path)
+    assert analysis.gemm3 is not None, analysis.notes
+    method = analysis.gemm3[0].method
+    assert "_kforge_sdpa3(q, k, v, False, 1.0, unsqueeze, 0, mask)" in method, method
+    source = registry.build(task, next(s for s in specs if s.family == "tf32x3-gemm"), analysis)
+    assert static_cheats(source, task.source, "fp32") == []
+    broken = source.replace(
+        "attention_tf32x3(q, k, v, is_causal, scale, bias, window, key_bias)",
+        "attention_tf32x3(q, k, v, is_causal, scale, bias, window, None)",
     )
     assert broken != source
     good, bad = evaluate_many(load_task(path), [source, broken], make_cpu_options(trials=2, timing_trials=1))
@@ -341,8 +409,8 @@ def test_a_sliding_window_goes_on_the_kernel_verified_and_a_dropped_window_is_ca
     assert "_kforge_sdpa3(q, k, v, True, 0.25, None, 7)" in method and "masked_fill" not in method, method
     source = registry.build(task, next(s for s in specs if s.family == "tf32x3-gemm"), analysis)
     broken = source.replace(
-        "attention_tf32x3(q, k, v, is_causal, scale, bias, window)",
-        "attention_tf32x3(q, k, v, is_causal, scale, bias, 0)",
+        "attention_tf32x3(q, k, v, is_causal, scale, bias, window, key_bias)",
+        "attention_tf32x3(q, k, v, is_causal, scale, bias, 0, key_bias)",
     )
     assert broken != source
     good, bad = evaluate_many(load_task(path), [source, broken], make_cpu_options(trials=2, timing_trials=1))
@@ -393,22 +461,25 @@ def test_on_the_gpu_the_error_stays_at_fp32s_at_the_models_shapes():
 @pytest.mark.gpu
 def test_on_the_gpu_a_sliding_window_stays_at_fp32s_error():
     """Mistral-7B's local attention shape (32 query heads over 8, head dim 128, 2048 tokens, a
-    window of 512 keys): error against float64 within 1.5x of PyTorch's fp32 attention given the
-    same mask."""
+    window of 512 keys) and Gemma 3 1B's (4 query heads over 1, head dim 256, batch 2, the same
+    window): error against float64 within 1.5x of PyTorch's fp32 attention given the same mask."""
     from kforge.tools.gemm import attention
 
     torch.manual_seed(0)
     F = torch.nn.functional
-    q = torch.randn(1, 32, 2048, 128, device="cuda")
-    k, v = torch.randn(1, 8, 2048, 128, device="cuda"), torch.randn(1, 8, 2048, 128, device="cuda")
     i, j = torch.arange(2048, device="cuda")[:, None], torch.arange(2048, device="cuda")[None, :]
     keep = (j <= i) & (i - j < 512)
-    ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=keep, enable_gqa=True)
-    fp32 = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, enable_gqa=True)
-    out = attention.sdpa(q, k, v, True, None, None, 512)
-    err = float((out.double() - ref).norm() / ref.norm())
-    fp32_err = float((fp32.double() - ref).norm() / ref.norm())
-    assert err < 1.5 * fp32_err + 1e-8, (err, fp32_err)
+    for b, hq, hk, d in ((1, 32, 8, 128), (2, 4, 1, 256)):
+        q = torch.randn(b, hq, 2048, d, device="cuda")
+        k, v = torch.randn(b, hk, 2048, d, device="cuda"), torch.randn(b, hk, 2048, d, device="cuda")
+        ref = F.scaled_dot_product_attention(
+            q.double(), k.double(), v.double(), attn_mask=keep, enable_gqa=True
+        )
+        fp32 = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, enable_gqa=True)
+        out = attention.sdpa(q, k, v, True, None, None, 512)
+        err = float((out.double() - ref).norm() / ref.norm())
+        fp32_err = float((fp32.double() - ref).norm() / ref.norm())
+        assert err < 1.5 * fp32_err + 1e-8, (d, err, fp32_err)
 
 
 @pytest.mark.gpu

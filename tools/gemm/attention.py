@@ -7,7 +7,7 @@ swept in BLOCK_N-row tiles, an online softmax, the (L, S) scores never in memory
 products are 3xTF32, as in :mod:`.tf32x3`: each operand tile is split in registers into a TF32
 big part and its TF32-rounded remainder, and each product is the three TF32 dots
 big*big + big*small + small*big, started from zero and added to an fp32 sum outside the
-tensor cores. Q K^T has K = head_dim per dot (64 or 128), and P V adds one key block's
+tensor cores. Q K^T has K = head_dim per dot (64 to 256), and P V adds one key block's
 products per step, so no long sum stays in the tensor cores' accumulator, whose rounding
 error grows with its length (bench/bench_tf32_accumulate.py). The softmax (max, exp2, sums,
 rescaling) is fp32.
@@ -41,7 +41,7 @@ import triton.language as tl
 from ..launch import Tuned, cdiv, eager_or_op, next_power_of_2
 from .tf32x3 import _tf32_round
 
-MAX_HEAD_DIM = 128
+MAX_HEAD_DIM = 256  # above 128 (Gemma's 256), smaller tiles: _wide_configs
 LOG2E = 1.4426950408889634
 
 
@@ -65,11 +65,12 @@ def _dot3(a_big, a_small, b_big, b_small):
 
 @triton.jit
 def attention_kernel(
-    q_ptr, k_ptr, v_ptr, o_ptr, bias_ptr, HQ, GROUP, L, S, D, qk_scale, WINDOW,
+    q_ptr, k_ptr, v_ptr, o_ptr, bias_ptr, row_ptr, HQ, GROUP, L, S, D, qk_scale, WINDOW,
     stride_qb, stride_qh, stride_ql, stride_qd,
     stride_kb, stride_kh, stride_ks, stride_kd,
     stride_vb, stride_vh, stride_vs, stride_vd,
     stride_bb, stride_bh, stride_bl, stride_bs,
+    stride_rb, stride_rh, stride_rs,
     CAUSAL: tl.constexpr, BIAS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
@@ -82,6 +83,7 @@ def attention_kernel(
     k_base = k_ptr + b * stride_kb + kv * stride_kh
     v_base = v_ptr + b * stride_vb + kv * stride_vh
     bias_base = bias_ptr + b * stride_bb + h * stride_bh
+    row_base = row_ptr + b * stride_rb + h * stride_rh
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
@@ -108,10 +110,10 @@ def attention_kernel(
             (cols[None, :] < S) & mask_d[:, None],
         )
         s = _dot3(q_big, q_small, k_big, k_small) * qk_scale  # log2 units: exp2 below
-        if BIAS == 1:  # a key bias: one row for every query
-            bias = tl.load(bias_base + cols.to(tl.int64) * stride_bs, mask=cols < S, other=0.0)
+        if BIAS % 2 == 1:  # a key bias: one row for every query (a padding mask, ALiBi)
+            bias = tl.load(row_base + cols.to(tl.int64) * stride_rs, mask=cols < S, other=0.0)
             s += bias[None, :] * 1.4426950408889634  # log2(e), as in qk_scale
-        if BIAS == 2:  # a bias per query and key (T5's position bias, Swin's)
+        if BIAS >= 2:  # a bias per query and key (T5's position bias, Swin's)
             tile = bias_base + rows[:, None].to(tl.int64) * stride_bl + cols[None, :].to(tl.int64) * stride_bs
             bias = tl.load(tile, mask=(rows[:, None] < L) & (cols[None, :] < S), other=0.0)
             s += bias * 1.4426950408889634
@@ -149,13 +151,33 @@ def _configs() -> list[triton.Config]:
         (128, 128, 8, 2),
         (128, 64, 8, 2),
     ]
+    return _tiles(shapes)
+
+
+def _wide_configs() -> list[triton.Config]:
+    # head dims above 128: the (BLOCK_M, D) query parts and (BLOCK_N, D) key parts must fit
+    # beside the (BLOCK_M, D) accumulator, so smaller tiles and fewer stages
+    # (bench/bench_tf32x3_attention.py --sweep Gemma)
+    # (fastest three at Gemma 3's shape on the H100 first: 0.90, 0.95, 1.10 ms, 2026-11-27;
+    # BLOCK_M 64 with BLOCK_N 64 is out of resources)
+    shapes = [
+        (32, 64, 8, 2),
+        (32, 64, 8, 1),
+        (32, 32, 4, 1),
+        (32, 32, 4, 2),
+        (64, 32, 8, 2),
+    ]
+    return _tiles(shapes)
+
+
+def _tiles(shapes: list[tuple[int, int, int, int]]) -> list[triton.Config]:
     return [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s) for m, n, w, s in shapes]
 
 
 # Autotuned per shape on the GPU; the interpreter (CI) has no benchmarker: one small tile.
-_kernel = Tuned(
-    attention_kernel, _configs(), ["L", "S", "D", "CAUSAL", "BIAS"], {"BLOCK_M": 16, "BLOCK_N": 16}
-)
+_KEY = ["L", "S", "D", "CAUSAL", "BIAS"]
+_kernel = Tuned(attention_kernel, _configs(), _KEY, {"BLOCK_M": 16, "BLOCK_N": 16})
+_wide_kernel = Tuned(attention_kernel, _wide_configs(), _KEY, {"BLOCK_M": 16, "BLOCK_N": 16})
 
 
 def _heads(t: torch.Tensor) -> torch.Tensor:
@@ -203,17 +225,33 @@ def _sdpa(
     scale: float | None,
     bias: torch.Tensor | None = None,
     window: int = 0,
+    key_bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """softmax(q k^T * scale + bias (+ the causal mask, within ``window`` keys when that is
-    > 0)) v for (B, Hq, L, D) q and (B, Hkv, S, D) k, v (or (B, L, D) all three); Hq a multiple
-    of Hkv (grouped queries); scale None means 1/sqrt(D), as PyTorch's; ``bias`` an additive
-    fp32 mask that broadcasts to (B, Hq, L, S) (read as one row for every query when it
-    broadcasts over the queries)."""
-    why = unsupported(q, k, v, True, bias)
-    if why:
-        raise ValueError(f"kforge::tf32x3_sdpa: {why}; call F.scaled_dot_product_attention instead")
+    """softmax(q k^T * scale + bias + key_bias (+ the causal mask, within ``window`` keys when
+    that is > 0)) v for (B, Hq, L, D) q and (B, Hkv, S, D) k, v (or (B, L, D) all three); Hq a
+    multiple of Hkv (grouped queries); scale None means 1/sqrt(D), as PyTorch's; ``bias`` and
+    ``key_bias`` additive fp32 masks that broadcast to (B, Hq, L, S). One that broadcasts over
+    the queries is read as one row for every query, another as a tile: T5's position bias
+    (1, H, L, S) and its padding mask (B, 1, 1, S) are read as they are, never added into a
+    (B, H, L, S) mask in memory. (Two rows, or two tiles, are added first.)"""
+    for mask in (bias, key_bias):
+        why = unsupported(q, k, v, True, mask)
+        if why:
+            raise ValueError(f"kforge::tf32x3_sdpa: {why}; call F.scaled_dot_product_attention instead")
     flat = q.dim() == 3
-    full = None if bias is None else _heads(bias.expand(*q.shape[:-1], k.shape[-2]))  # (B, Hq, L, S)
+    scores = (*q.shape[:-1], k.shape[-2])
+    rows: list[torch.Tensor] = []
+    tiles: list[torch.Tensor] = []
+    for mask in (bias, key_bias):
+        if mask is None:
+            continue
+        if mask.shape[-1] > 1 and mask.stride(-1) != 1:
+            # keys not adjacent (T5's bias is a permuted (L, S, H) embedding): the kernel's
+            # loads would read one float per 32-byte sector; one copy of the mask as given
+            mask = mask.contiguous()
+        (rows if mask.expand(scores).stride(-2) == 0 else tiles).append(mask)
+    row, tile = (None if not m else m[0] if len(m) == 1 else m[0] + m[1] for m in (rows, tiles))
+    row, tile = (None if m is None else _heads(m.expand(scores)) for m in (row, tile))  # (B, Hq, L, S)
     q, k, v = _heads(q), _heads(k), _heads(v)
     batch, hq, length, d = q.shape
     hk, s = k.shape[1], k.shape[2]
@@ -223,15 +261,17 @@ def _sdpa(
     if out.numel() == 0 or s == 0:
         return out.squeeze(1) if flat else out
     qk_scale = (1.0 / math.sqrt(d) if scale is None else scale) * LOG2E
-    kind = 0 if full is None else 1 if full.stride(2) == 0 else 2  # none, the same row for every query, full
-    strides = (0, 0, 0, 0) if full is None else full.stride()
-    full = q.new_empty(0) if full is None else full
-    _kernel(
+    kind = (row is not None) + 2 * (tile is not None)  # the bits: a row for every query, a tile
+    tile_strides = (0, 0, 0, 0) if tile is None else tile.stride()
+    row_strides = (0, 0, 0) if row is None else (row.stride(0), row.stride(1), row.stride(3))
+    empty = q.new_empty(0)
+    (_kernel if d <= 128 else _wide_kernel)(
         (length, s, d, bool(is_causal), kind),
         lambda meta: (cdiv(length, meta["BLOCK_M"]), batch * hq),
-        q, k, v, out, full, hq, hq // hk, length, s, d, qk_scale, window if window > 0 else length + s,
-        *q.stride(), *k.stride(), *v.stride(),
-        *strides, CAUSAL=bool(is_causal), BIAS=kind, BLOCK_D=max(16, next_power_of_2(d)),
+        q, k, v, out, empty if tile is None else tile, empty if row is None else row,
+        hq, hq // hk, length, s, d, qk_scale, window if window > 0 else length + s,
+        *q.stride(), *k.stride(), *v.stride(), *tile_strides, *row_strides,
+        CAUSAL=bool(is_causal), BIAS=kind, BLOCK_D=max(16, next_power_of_2(d)),
     )  # fmt: skip
     return out.squeeze(1) if flat else out
 

@@ -67,8 +67,8 @@ def _kforge_linear3(x, weight, bias=None, act=None):
     return linear_tf32x3(x, weight, bias, act)
 
 
-def _kforge_sdpa3(q, k, v, is_causal=False, scale=None, bias=None, window=0):
-    return attention_tf32x3(q, k, v, is_causal, scale, bias, window)
+def _kforge_sdpa3(q, k, v, is_causal=False, scale=None, bias=None, window=0, key_bias=None):
+    return attention_tf32x3(q, k, v, is_causal, scale, bias, window, key_bias)
 '''
 
 
@@ -94,9 +94,12 @@ def _kforge_sdpa3(
     scale: float | None = None,
     bias: torch.Tensor | None = None,
     window: int = 0,
+    key_bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """What the emitted call computes; shape propagation runs it on meta tensors."""
     enable_gqa = q.dim() == 4 and k.dim() == 4 and q.shape[1] != k.shape[1]
+    if key_bias is not None:  # the two masks the kernel reads apart: one additive mask
+        bias = key_bias if bias is None else bias + key_bias
     if is_causal and (bias is not None or window > 0):  # SDPA takes one mask: they join
         size = (q.shape[-2], k.shape[-2])
         masked = torch.ones(size, dtype=torch.bool, device=q.device).triu(1)
@@ -154,7 +157,7 @@ SDPA_DEFAULTS = (None, None, None, None, 0.0, False, None, False)
 
 def _sdpa_call(node: torch.fx.Node) -> tuple[Any, ...] | None:
     """(q, k, v, is_causal, scale, bias or None) of a scaled_dot_product_attention the flash
-    kernel computes (fp32, no mask but an additive fp32 one, no dropout, head dim <= 128,
+    kernel computes (fp32, no mask but an additive fp32 one, no dropout, head dim <= 256,
     grouped heads only under enable_gqa, enough query tiles to fill the GPU), else None. The
     bias is the mask, or the bias the attention pass joined with a causal mask it proved
     (``fx_attention.CAUSAL_KEY_BIAS``): the kernel takes both, and never reads the joined one."""
@@ -189,7 +192,29 @@ def _sdpa_call(node: torch.fx.Node) -> tuple[Any, ...] | None:
         return None  # PyTorch's memory-efficient kernel wins there; grouped heads it runs as math
     if window:
         return q, k, v, causal, scale, None, window
-    return (q, k, v, causal, scale) if bias is None else (q, k, v, causal, scale, bias)
+    if bias is None:
+        return q, k, v, causal, scale
+    parts = _summands(bias, qm, km, vm)
+    if parts is None:
+        return q, k, v, causal, scale, bias
+    return q, k, v, causal, scale, parts[0], 0, parts[1]
+
+
+def _summands(bias: Any, qm: torch.Tensor, km: torch.Tensor, vm: torch.Tensor) -> tuple[Any, Any] | None:
+    """(a, b) when the attention's mask is a + b with both fp32 masks of the scores, else None:
+    T5's (1, H, L, S) position bias plus its (B, 1, 1, S) padding mask, which the kernel reads
+    as they are (a tile and a row) instead of their (B, H, L, S) sum."""
+    from ....tools.gemm.attention import unsupported
+
+    if not isinstance(bias, torch.fx.Node) or bias.op != "call_function" or bias.kwargs:
+        return None
+    if bias.target not in (operator.add, torch.add) or len(bias.args) != 2:
+        return None
+    a, b = bias.args
+    am, bm = _meta(a), _meta(b)
+    if am is None or bm is None or unsupported(qm, km, vm, True, am) or unsupported(qm, km, vm, True, bm):
+        return None
+    return a, b
 
 
 def replace_gemms(gm: torch.fx.GraphModule) -> int:

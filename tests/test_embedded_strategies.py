@@ -449,6 +449,39 @@ def test_tf32x3_conv_candidate_is_verified_by_the_engine_and_a_broken_kernel_is_
     )  # the padding dropped: wrong, or the wrong shape
 
 
+def test_convolutions_and_an_attention_too_wide_for_the_flash_kernel_share_one_3xtf32_candidate(
+    monkeypatch, make_cpu_options
+):
+    """SD VAE's attention block (head dim = the channels, above the flash kernel's limit; the
+    limit is lowered to 4 here): the attention is not made SDPA for the 3xTF32 families, so
+    its two bmm stay GEMMs; tf32x3-conv puts the four 1 x 1 convolutions and the two GEMMs on
+    3xTF32 in one candidate, verified by the engine under the interpreter; with the GEMM
+    helper reading its second operand's columns reversed it is incorrect."""
+    from kforge.tools.gemm import attention
+
+    for module, names in (
+        (conv_fold, ("MIN_CONV_TILES", "MIN_CONV_K", "MIN_CONV_CIN")),
+        (tf32x3, ("MIN_TILES", "MIN_K", "MIN_SIDE")),
+    ):
+        for name in names:
+            monkeypatch.setattr(module, name, 1)
+    monkeypatch.setattr(attention, "MAX_HEAD_DIM", 4)
+    path = Path(__file__).parent / "fixtures" / "tasks" / "vae_attention_small.py"
+    task, analysis, specs = _analysis(path)
+    assert analysis.gemm3 is not None and analysis.conv3 is not None, analysis.notes
+    for body, convs in ((analysis.gemm3[0].method, 0), (analysis.conv3[0].method, 4)):
+        assert body.count("_kforge_mm3(") == 2 and body.count("_kforge_conv3(") == convs, body
+        assert "scaled_dot_product_attention" not in body, body
+    source = registry.build(task, next(s for s in specs if s.family == "tf32x3-conv"), analysis)
+    assert static_cheats(source, task.source, "fp32") == []
+    good_call = "return matmul_tf32x3(a, b, bias, act=act)"
+    broken = source.replace(good_call, "return matmul_tf32x3(a, b.flip(-1), bias, act=act)")
+    assert good_call in source and broken != source
+    good, bad = evaluate_many(load_task(path), [source, broken], make_cpu_options(trials=2, timing_trials=1))
+    assert good.status == Status.OK and good.correct, good.log
+    assert bad.status == Status.INCORRECT, bad.log
+
+
 CONV_BN_RELU = Path(__file__).parent / "fixtures" / "tasks" / "conv_bn_relu.py"
 
 

@@ -292,8 +292,10 @@ def _scale(graph: torch.fx.Graph, found: Any) -> Any:
     return graph.call_function(operator.truediv, (1.0, value))
 
 
-def sdpa_attention(gm: torch.fx.GraphModule) -> int:
-    """Rewrite every hand-written attention in ``gm`` (shapes propagated); returns how many."""
+def sdpa_attention(gm: torch.fx.GraphModule, max_head_dim: int = 0) -> int:
+    """Rewrite every hand-written attention in ``gm`` (shapes propagated); returns how many.
+    ``max_head_dim`` > 0: leave alone an attention whose head dim is larger (a kernel family
+    whose flash kernel stops there puts its two matmuls on its GEMM instead)."""
     graph, count = gm.graph, 0
     buffers: Buffers = gm.meta.get("buffers") or dict  # values, where known (real_buffers)
     for out in list(graph.nodes):
@@ -301,6 +303,8 @@ def sdpa_attention(gm: torch.fx.GraphModule) -> int:
         if found is None:
             continue
         q, k = _shape(found["q"]), dims(found["k"])
+        if max_head_dim and (q is None or q[-1] > max_head_dim):
+            continue
         how, mask = found["mask"] or (None, None)
         bias = found["bias"]
         causal = (how == "fill" and is_causal_mask(mask, q, k, buffers)) or (

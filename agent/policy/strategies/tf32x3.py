@@ -37,7 +37,6 @@ from .fx_rewrite import meta as _meta
 from .source import Body, Spec
 
 KERNEL_FILE = "matmul_tf32x3_triton.py"
-CONV_KERNEL_FILE = ""  # kforge's own NHWC kernel (tools/gemm/conv.py), imported by the helpers
 TILE = 128
 MIN_TILES = 132  # one wave of 128x128 output tiles on an H100: fewer leave SMs idle
 MIN_K = 512  # measured: K >= 1024 won on every KernelBench GEMM; K = 256 (L1 11's einsum) lost, 0.79x
@@ -321,16 +320,33 @@ class _Family:
     note: str
 
 
+def _kernel_attention(gm: torch.fx.GraphModule) -> int:
+    """The attention pass, leaving alone an attention whose head dim is above the flash
+    kernel's: its two matmuls stay matmuls, for the GEMM (SD VAE's single head of 512: 3xTF32
+    GEMMs instead of PyTorch's fp32 math path)."""
+    from ....tools.gemm.attention import MAX_HEAD_DIM  # Triton: imported when a graph is rewritten
+
+    return fx_attention.sdpa_attention(gm, MAX_HEAD_DIM)
+
+
+def _convs_and_gemms(gm: torch.fx.GraphModule) -> int:
+    """The convolutions on the 3xTF32 convolution, then the GEMMs and attention that qualify on
+    the 3xTF32 GEMM and flash kernels (a vision block with attention needs both)."""
+    convs = conv_fold.replace_convs(gm)
+    return convs + replace_gemms(gm) if convs else 0
+
+
 GEMM = _Family(
     "tf32x3-gemm", "tf32x3", "tf32x3", replace_gemms, KERNEL_FILE, HELPERS,
     {"_kforge_mm3": _kforge_mm3, "_kforge_linear3": _kforge_linear3, "_kforge_sdpa3": _kforge_sdpa3},
     "fp32 GEMMs and attention on tensor cores at fp32 accuracy (3xTF32 Triton kernels, tiles autotuned)",
 )  # fmt: skip
 CONV = _Family(
-    "tf32x3-conv", "tf32x3-conv", "tf32x3-conv", conv_fold.replace_convs, CONV_KERNEL_FILE, conv_fold.CONV_HELPERS,
-    conv_fold.HELPERS,
+    "tf32x3-conv", "tf32x3-conv", "tf32x3-conv", _convs_and_gemms, KERNEL_FILE,
+    conv_fold.CONV_HELPERS.strip("\n") + "\n\n" + HELPERS, {**conv_fold.HELPERS, **GEMM.helpers},
     "fp32 convolutions on tensor cores at fp32 accuracy (3xTF32 implicit GEMM; bias, an eval-mode"
-    " BatchNorm and a ReLU fused; tiles autotuned)",
+    " BatchNorm and a ReLU fused; tiles autotuned), with the GEMMs and attention that qualify on"
+    " the 3xTF32 GEMM and flash kernels",
 )  # fmt: skip
 
 
@@ -342,7 +358,7 @@ def _rewrite(
 ) -> tuple[Body, list[str]] | None:
     """The forward with the family's layers on its kernel (after the algebraic rewrites), or
     None when none qualifies."""
-    passes = {**fx_rewrite.PASSES, family.pass_name: family.replace}
+    passes = {**fx_rewrite.PASSES, "attention-sdpa": _kernel_attention, family.pass_name: family.replace}
     result = fx_rewrite.rewrite(model, inputs, passes, family.helpers, buffers)
     if result is None or family.pass_name not in result[1]:
         return None

@@ -12,7 +12,7 @@ error is ||out - ref64|| / ||ref64|| against float64 attention, and the max erro
 ``--sweep`` times every tile configuration at the three models' shapes and Gemma 3's head dim
 256; ``--masks`` times the kernel with a bias (BLOOM's ALiBi, BERT's padding, T5's position
 bias) or a sliding window (Mistral's, Gemma's) against PyTorch's SDPA given the one mask that
-means the same.
+means the same; T5's bias and padding mask also given to the kernel apart (a tile and a row).
 """
 
 from __future__ import annotations
@@ -110,6 +110,9 @@ MASKED = [  # name, q, k/v shape, bias (None or a function of the device), causa
     ("T5-base position bias + padding (8 x 12, 512, d 64)", (8, 12, 512, 64), (8, 12, 512, 64),
      lambda: torch.randn(1, 12, 512, 512, device="cuda") + torch.where(
          torch.rand(8, 1, 1, 512, device="cuda") < 0.2, -1e9, 0.0), False, 0),
+    ("T5-base, the same bias and padding read apart (tile + row)", (8, 12, 512, 64), (8, 12, 512, 64),
+     lambda: (torch.randn(512, 512, 12, device="cuda").permute(2, 0, 1)[None],
+              torch.where(torch.rand(8, 1, 1, 512, device="cuda") < 0.2, -1e9, 0.0)), False, 0),
     ("Mistral-7B window 1024 (32 over 8 heads, 4096, d 128)", (1, 32, 4096, 128), (1, 8, 4096, 128),
      None, True, 1024),
     ("Gemma 3 1B window 512 (2 x 4 over 1 head, 2048, d 256)", (2, 4, 2048, 256), (2, 1, 2048, 256),
@@ -123,11 +126,13 @@ def masked(
     """kforge's kernel with the bias or window against PyTorch's SDPA given the one mask that
     means the same (what the FX pass emits for PyTorch), and the math path."""
     q, k, v = torch.randn(qs, device="cuda"), torch.randn(ks, device="cuda"), torch.randn(ks, device="cuda")
-    bias = make() if callable(make) else None
+    made = make() if callable(make) else None
+    bias, key_bias = made if isinstance(made, tuple) else (made, None)  # two masks: given apart
     length = q.shape[-2]
     i, j = torch.arange(length, device="cuda")[:, None], torch.arange(length, device="cuda")[None, :]
     hidden = (j > i) | ((i - j >= window) if window else torch.zeros_like(j > i)) if causal else None
-    mask = bias if hidden is None else torch.where(hidden, float("-inf"), 0.0 if bias is None else bias)
+    summed = bias if key_bias is None else bias + key_bias
+    mask = summed if hidden is None else torch.where(hidden, float("-inf"), 0.0 if summed is None else summed)
     gqa = q.dim() == 4 and q.shape[1] != k.shape[1]
     ref = F.scaled_dot_product_attention(
         q.double(), k.double(), v.double(), attn_mask=mask.double(), enable_gqa=gqa
@@ -135,7 +140,7 @@ def masked(
     sdpa = lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)  # noqa: E731
     with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
         t_math = timed(sdpa, 10)
-    ours = lambda: attention.sdpa(q, k, v, causal, None, bias, window)  # noqa: E731
+    ours = lambda: attention.sdpa(q, k, v, causal, None, bias, window, key_bias)  # noqa: E731
     out, fp32 = ours(), sdpa()
     t_sdpa, t_ours = timed(sdpa), timed(ours)
     return (

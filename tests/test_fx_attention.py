@@ -207,6 +207,15 @@ def _forward(body: str) -> str:
     return HEAD + "class Model(nn.Module):\n    def forward(self, q, k, v):\n" + body + TAIL
 
 
+CLIP_MASK = (
+    "        mask = torch.full((16, 16), torch.finfo(q.dtype).min, device=q.device)\n"
+    "        cond = torch.arange(mask.size(-1), device=q.device)\n"
+    "        mask.masked_fill_(cond < (cond + 1).view(mask.size(-1), 1), 0)\n"
+    "        mask = mask.to(q.dtype)[None, None, :, :].expand(2, 1, 16, 16)\n"
+    "        s = torch.matmul(q, k.transpose(-1, -2)) * 0.25 + mask\n"
+    "        return torch.matmul(torch.softmax(s, dim=-1, dtype=torch.float32).to(q.dtype), v)\n"
+)
+
 MATCHES = {
     "unscaled": _forward("        return torch.softmax(q @ k.transpose(-1, -2), dim=-1) @ v\n"),
     "method_softmax_scaled": _forward(
@@ -244,6 +253,10 @@ MATCHES = {
         "        s = (q @ k.transpose(-2, -1)) * 0.3 + q[..., :1, :1].transpose(-2, -1).expand(2, 4, 1, 16)\n"
         "        return torch.softmax(s.masked_fill(m, float('-inf')), dim=-1) @ v\n"
     ),
+    # CLIP's causal mask (transformers' _make_causal_mask): full(finfo.min), then masked_fill_ in
+    # place; the write is what makes it causal, and dead-code elimination must not drop it
+    "clip_causal_in_place": _forward(CLIP_MASK),
+    "clip_in_place_not_causal": _forward(CLIP_MASK.replace("(cond + 1)", "(cond + 2)")),
     "triu_second_diagonal": _forward(  # keeps one entry past the diagonal: not causal, a boolean mask
         "        m = torch.triu(torch.ones(16, 16, device=q.device, dtype=torch.bool), diagonal=2)\n"
         "        return torch.softmax((q @ k.transpose(-2, -1)).masked_fill(m, float('-inf')), dim=-1) @ v\n"
@@ -448,6 +461,18 @@ def test_transformers_eager_attention_at_real_shapes_goes_to_the_3xtf32_flash_ke
     assert analysis.gemm3 is not None, analysis.notes
     assert "_kforge_sdpa3(q, k, v, True, " in analysis.gemm3[0].method, analysis.gemm3[0].method
     assert embedded.evidence(analysis).get("tf32x3-gemm") == embedded.ATTENTION_ON_KERNEL
+
+
+def test_clips_mask_written_in_place_is_read_with_its_write(tmp_path: Path) -> None:
+    """The mask is ``full(finfo.min)`` made causal by ``masked_fill_``: read with the write it is
+    causal (the mask is not built any more); keeping one key past the diagonal, it is an additive
+    mask, and the write stays in the candidate (it computes the same: the test above)."""
+    _, analysis = _task(tmp_path, "clip", MATCHES["clip_causal_in_place"])
+    method = analysis.fx[0].method
+    assert "is_causal = True" in method and "masked_fill_" not in method and "full" not in method, method
+    _, analysis = _task(tmp_path, "clip_not_causal", MATCHES["clip_in_place_not_causal"])
+    method = analysis.fx[0].method
+    assert "is_causal" not in method and "attn_mask" in method and "masked_fill_" in method, method
 
 
 def test_a_buffer_that_is_not_causal_stays_a_boolean_mask(tmp_path: Path) -> None:

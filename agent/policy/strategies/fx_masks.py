@@ -5,7 +5,6 @@ whether a finite fill is low enough to stand for -inf under a causal mask."""
 
 from __future__ import annotations
 
-import math
 import operator
 import uuid
 from collections.abc import Callable
@@ -16,6 +15,7 @@ import torch
 import torch.fx
 
 from ....tools.task import import_file
+from . import fx_inplace
 
 Node = torch.fx.Node
 BUFFER_READ_MAX_BYTES = 256 * 2**20  # a Model built on the CPU to read its buffers: at most this much state
@@ -118,18 +118,21 @@ def causal(mask: Any, q: tuple[int, ...] | None, k: tuple[int, ...] | None, buff
 
 def causal_bias(mask: Any, q: tuple[int, ...] | None, k: tuple[int, ...] | None, buffers: Buffers) -> bool:
     """Whether the additive ``mask`` is the causal one: a buffer's value, sliced to the scores'
-    size, that is 0 on and below the diagonal and -inf above (``full(-inf).triu(1)``, as
-    transformers' eager attention adds it)."""
+    size, or a value built in the forward from no input's values, that is 0 on and below the
+    diagonal and -inf above (``full(-inf).triu(1)``, as transformers' eager attention adds it),
+    or a finite fill at most FINITE_FILL_MAX there (CLIP's ``full(finfo.min)`` with
+    ``masked_fill_`` of the rest to 0): every row keeps its diagonal key, so exp gives 0 above
+    the diagonal either way."""
     if q is None or k is None:
         return False
     size = (q[-2], k[-2])
     value = sliced_buffer(mask, buffers, size)
-    if value is None or not value.is_floating_point():
+    if value is None:
+        value = constant_value(mask, buffers)
+    if value is None or not value.is_floating_point() or tuple(value.shape[-2:]) != size:
         return False
-    causal = torch.zeros(size, dtype=value.dtype).masked_fill(
-        torch.ones(size, dtype=torch.bool).triu(1), -math.inf
-    )
-    return bool(torch.equal(value, causal.expand_as(value)))
+    above = torch.ones(size, dtype=torch.bool).triu(1)
+    return bool(((value == 0) | above).all()) and bool(((value <= FINITE_FILL_MAX) | ~above).all())
 
 
 def batch_free(mask: Any) -> bool:
@@ -179,6 +182,16 @@ def constant_value(node: Any, buffers: Buffers) -> torch.Tensor | None:
 
     if not visit(node):
         return None
+    # in-place writes to what it reads (CLIP's mask: torch.full, then masked_fill_), in program
+    # order; a write after it may land before its reader: not known here
+    index = {n: i for i, n in enumerate(node.graph.nodes)}
+    pending = fx_inplace.writes_to(order)
+    while pending:
+        write = pending.pop()
+        if index[write] > index[node] or not visit(write):
+            return None
+        pending += [w for w in fx_inplace.writes_to(order) if w not in seen]
+    order.sort(key=index.__getitem__)
     values: dict[Node, Any] = {}
     try:
         for n in order:
@@ -209,7 +222,7 @@ def _evaluate(n: Node, values: dict[Node, Any], buffers: Buffers) -> Any:
         value = buffers().get(str(n.target))
         if value is None:
             raise LookupError(n.target)
-        return value
+        return value.clone()  # an in-place write here must not reach the model's own buffer
     args = torch.fx.node.map_arg(n.args, lambda a: values[a])
     kwargs = torch.fx.node.map_arg(n.kwargs, lambda a: values[a])
     kwargs = {k: (torch.device("cpu") if k == "device" else v) for k, v in kwargs.items()}

@@ -24,7 +24,7 @@ import torch
 import torch.fx
 from kforge.tools.fx_source import SourceError, emit, trace
 
-from . import fx_attention
+from . import fx_attention, fx_inplace
 from .source import Body, Spec
 
 Node = torch.fx.Node
@@ -283,11 +283,11 @@ def rewrite(
     for name, fn in (PASSES if passes is None else passes).items():
         if fn(gm) > 0:
             fired.append(name)
-            gm.graph.eliminate_dead_code()  # what a pass replaced is not seen by the next
+            fx_inplace.eliminate_dead_code(gm.graph)  # what a pass replaced is not seen by the next
             _Shapes(gm).run(*inputs)  # the nodes a pass added get shapes for the next one
     if not fired:
         return None
-    gm.graph.eliminate_dead_code()
+    fx_inplace.eliminate_dead_code(gm.graph)
     gm.graph.lint()
     try:
         prelude, src = emit(gm, helpers)

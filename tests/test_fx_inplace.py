@@ -1,0 +1,74 @@
+"""Dead-code elimination that keeps in-place writes which are seen (``fx_inplace``): FX counts a
+method call as pure and drops ``x.masked_fill_(...)`` whose result is unused, which changed
+CLIP's causal mask into a mask of the dtype's minimum."""
+
+from __future__ import annotations
+
+import torch
+import torch.fx
+from kforge.agent.policy.strategies import fx_inplace
+
+
+def _graph(fn) -> torch.fx.GraphModule:
+    return torch.fx.symbolic_trace(fn)
+
+
+def _ops(gm: torch.fx.GraphModule) -> list[str]:
+    return [
+        str(n.target) if n.op == "call_method" else getattr(n.target, "__name__", str(n.target))
+        for n in gm.graph.nodes
+        if n.op in ("call_method", "call_function")
+    ]
+
+
+def test_a_write_read_later_through_a_view_or_to_an_input_stays_and_a_dead_one_goes() -> None:
+    def read_later(x):
+        mask = torch.zeros(4, 4, device=x.device)
+        view = mask[None]
+        mask.masked_fill_(x > 0, 1.0)  # read below through the view taken before it
+        return view * 2
+
+    def to_an_input(x):
+        x.mul_(2)  # the caller's tensor: seen outside
+        return torch.ones(3)
+
+    def dead(x):
+        t = x * 3
+        t += 1  # nothing reads t afterwards
+        t.clamp_(0, 1)
+        return x + 1
+
+    kept = _graph(read_later)
+    fx_inplace.eliminate_dead_code(kept.graph)
+    kept.recompile()
+    x = torch.randn(4, 4)
+    assert "masked_fill_" in _ops(kept) and torch.equal(kept(x), read_later(x))
+    plain = _graph(read_later)
+    plain.graph.eliminate_dead_code()  # FX's own: the write goes, the result changes
+    plain.recompile()
+    assert "masked_fill_" not in _ops(plain) and not torch.equal(plain(x), read_later(x))
+
+    inputs = _graph(to_an_input)
+    fx_inplace.eliminate_dead_code(inputs.graph)
+    assert "mul_" in _ops(inputs)
+
+    gone = _graph(dead)
+    fx_inplace.eliminate_dead_code(gone.graph)
+    assert _ops(gone) == ["add"], _ops(gone)
+
+
+def test_written_names_every_in_place_form() -> None:
+    def forms(x, y):
+        a = x * 1
+        a.clamp_(0, 1)
+        b = x * 1
+        b.masked_fill_(y > 0, 0.0)
+        c = x * 1
+        torch.relu_(c)
+        d = x * 1
+        torch.nn.functional.relu(d, inplace=True)
+        return a, b, c, d
+
+    gm = _graph(forms)
+    writes = [n for n in gm.graph.nodes if fx_inplace.written(n) is not None]
+    assert len(writes) == 4, [n.format_node() for n in writes]

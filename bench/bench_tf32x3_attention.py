@@ -160,14 +160,7 @@ def main() -> None:
         after = sys.argv[sys.argv.index("--sweep") + 1 :]
         shapes = [s for s in SHAPES[:3] + SHAPES[-1:] if not after or after[0] in s[0]]
         rows = [row for shape in shapes for row in sweep(*shape)]
-        cols = [
-            "shape",
-            "sdpa fp32 ms",
-            "K, V split",
-            "(BLOCK_M, BLOCK_N, warps, stages)",
-            "kforge ms",
-            "vs sdpa",
-        ]
+        cols = ["shape", "sdpa fp32 ms", "(BLOCK_M, BLOCK_N, warps, stages)", "kforge ms", "vs sdpa"]
         print_table("the kernel's tile configurations, fastest three per split", cols, rows)
         return
     if "--masks" in sys.argv:

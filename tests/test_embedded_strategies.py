@@ -763,6 +763,17 @@ def test_tf32x3_reads_addmm_and_the_aten_forms_that_regions_of_a_users_model_are
     assert registry.variants(kernels, analysis, "cpu")[0].name == "tf32x3-gemm+compile-default"
 
 
+def test_the_attention_rewrite_winning_under_compile_is_tuned_with_the_3xtf32_body():
+    """CLIP's text layer (dev set): its attention as SDPA under torch.compile winning round one is
+    tuned with the 3xTF32 body (the same rewrites, the GEMMs and the attention on kforge's
+    kernels) under compile and a CUDA graph first."""
+    path = Path(__file__).resolve().parents[1] / "bench" / "realistic" / "dev" / "clip_text_encoder_layer.py"
+    _, analysis, specs = _analysis(path)
+    rewritten = next(s for s in specs if s.family == "fx-rewrite-compile")
+    tuned = registry.variants(rewritten, analysis, "cuda")[0]
+    assert tuned.name == "tf32x3-gemm[attention-sdpa]+compile-default+cuda-graph", tuned.name
+
+
 def test_epilogue_activations_are_read_in_every_form_and_in_place_only_from_a_sole_user():
     """ReLU as a module (in place or not), a function, F.relu(inplace=True), torch.relu_ and
     x.relu_(); GELU with erf or tanh. The GEMM takes an in-place ReLU only when nothing else

@@ -154,7 +154,8 @@ def variants(spec: Spec, analysis: TaskAnalysis, device: str) -> list[Spec]:
     convs_on_cudnn = spec.body != "tf32x3-conv"
     if analysis.features.has_conv and on_gpu and "cudnn-benchmark" not in spec.flags and convs_on_cudnn:
         out.append(dataclasses.replace(combo, flags=(*spec.flags, "cudnn-benchmark")))
-    if on_gpu and analysis.gemm3 is not None and spec.body == "reference" and spec.runner != "eager":
+    # the reference or the algebraic rewrites (the 3xTF32 body has them too) won under a compiler
+    if on_gpu and analysis.gemm3 is not None and spec.body in ("reference", "fx") and spec.runner != "eager":
         if not {"tf32", "bf16"} & set(spec.flags):  # the winner's runner fuses the rest; 3xTF32 the GEMMs
             gemms = tf32x3.spec(analysis.gemm3[1])
             kernels = dataclasses.replace(combo, body=gemms.body, tag=gemms.tag)

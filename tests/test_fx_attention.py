@@ -379,6 +379,22 @@ def test_a_forward_plain_tracing_cannot_follow_is_traced_with_shapes_known(tmp_p
     assert any(n.target == "softmax" for n in gm.graph.nodes)
 
 
+def test_size_of_dim_zero_is_a_number_when_traced_with_shapes_known(tmp_path: Path) -> None:
+    """DeBERTa's ``query_layer.size(0) // heads`` beside a shape unpacked: FX's MetaTracer reads
+    ``size(0)`` as ``size()`` (``if dim``); kforge's gives the number, and the graph computes
+    the same."""
+    from kforge.tools.fx_source import trace
+
+    source = HEAD + SHAPE_UNPACKED.replace(
+        "        return torch.matmul(scores.softmax(dim=-1), q)",
+        "        return torch.matmul(scores.softmax(dim=-1), q).repeat(x.size(0) // 2, 1, 1, 1)",
+    )
+    module = _module(source, tmp_path, "size_zero")
+    x = module.get_inputs()[0]
+    gm = trace(module.Model(), meta_inputs=[x.to("meta")])
+    torch.testing.assert_close(gm(x), module.Model()(x))
+
+
 @pytest.mark.parametrize(
     ("name", "window"), [("sliding_window", 7), ("arange_causal", 0), ("sliding_window_from_an_input", None)]
 )

@@ -45,23 +45,45 @@ def trace(
     q.shape`` then ``int(c)``), as transformers' and diffusers' models do, then traces, with
     those sizes written into the graph as the numbers they are for the task's inputs."""
     try:
-        return _trace(torch.fx.Tracer(), model, concrete_args)
+        tracer = torch.fx.Tracer()
+        return _trace(tracer, model, lambda: tracer.trace(model, concrete_args))
     except Exception:
         if meta_inputs is None:
             raise
-    from torch.fx.experimental.meta_tracer import MetaTracer
-
     names = list(inspect.signature(model.forward).parameters)
     meta = {n: x for n, x in zip(names, meta_inputs, strict=False) if isinstance(x, torch.Tensor)}
     constant = {n: x for n, x in zip(names, meta_inputs, strict=False) if n not in meta}
-    tracer = MetaTracer()
-    tracer.proxy_buffer_attributes = True
-    graph = tracer.trace(model, meta_args=meta, concrete_args={**constant, **(concrete_args or {})} or None)
-    return torch.fx.GraphModule(tracer.root, graph, model.__class__.__name__)
+    meta_tracer = _meta_tracer()
+    return _trace(
+        meta_tracer,
+        model,
+        lambda: meta_tracer.trace(
+            model, meta_args=meta, concrete_args={**constant, **(concrete_args or {})} or None
+        ),
+    )
+
+
+def _meta_tracer() -> Any:
+    """FX's MetaTracer, with ``x.size(0)`` an int: FX's own reads dim 0 as no dim (``if dim``)
+    and gives the whole shape (DeBERTa's ``query_layer.size(0) // heads`` failed on it)."""
+    from torch.fx.experimental.meta_tracer import MetaProxy, MetaTracer
+
+    class SizedProxy(MetaProxy):
+        def size(self, dim: int | None = None) -> Any:
+            if hasattr(self, "_tensor_meta") and self._tensor_meta is not None:
+                return self._tensor_meta.size() if dim is None else self._tensor_meta.size(dim)
+            args = (self,) if dim is None else (self, dim)
+            return self.tracer.create_proxy("call_method", "size", args, {})
+
+    class Tracer(MetaTracer):
+        def proxy(self, node: torch.fx.Node) -> MetaProxy:
+            return SizedProxy(node, self)
+
+    return Tracer()
 
 
 def _trace(
-    tracer: torch.fx.Tracer, model: torch.nn.Module, concrete_args: dict[str, Any] | None
+    tracer: torch.fx.Tracer, model: torch.nn.Module, run: Callable[[], torch.fx.Graph]
 ) -> torch.fx.GraphModule:
     tracer.proxy_buffer_attributes = True
     finfo = torch.finfo
@@ -73,7 +95,7 @@ def _trace(
 
     torch.finfo = traced_finfo  # type: ignore[assignment,misc]
     try:
-        graph = tracer.trace(model, concrete_args)
+        graph = run()
     finally:
         torch.finfo = finfo  # type: ignore[misc]
     return torch.fx.GraphModule(tracer.root, graph, model.__class__.__name__)

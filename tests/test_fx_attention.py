@@ -253,6 +253,12 @@ MATCHES = {
         "        s = (q @ k.transpose(-2, -1)) * 0.3 + q[..., :1, :1].transpose(-2, -1).expand(2, 4, 1, 16)\n"
         "        return torch.softmax(s.masked_fill(m, float('-inf')), dim=-1) @ v\n"
     ),
+    # DeBERTa's scale: a tensor the forward makes from numbers, which the tracer keeps as a
+    # constant; ModelNew must make it too
+    "tensor_made_in_the_forward": _forward(
+        "        s = torch.softmax(q @ k.transpose(-1, -2), dim=-1) @ v\n"
+        "        return s / torch.sqrt(torch.tensor(q.size(-1), dtype=torch.float))\n"
+    ),
     # CLIP's causal mask (transformers' _make_causal_mask): full(finfo.min), then masked_fill_ in
     # place; the write is what makes it causal, and dead-code elimination must not drop it
     "clip_causal_in_place": _forward(CLIP_MASK),

@@ -6,6 +6,7 @@ a person reads and the evaluator imports: the policy's FX rewrites and the regio
 from __future__ import annotations
 
 import builtins
+import copy
 import importlib
 import inspect
 import re
@@ -44,6 +45,9 @@ def trace(
     ``MetaTracer``): code that unpacks a shape (``(*x.shape[:-1], -1, d)``, ``b, c, h, w =
     q.shape`` then ``int(c)``), as transformers' and diffusers' models do, then traces, with
     those sizes written into the graph as the numbers they are for the task's inputs."""
+    # the tracer sets the tensor constants it makes (``torch.tensor(2.0)`` in the forward) on its
+    # root: a shallow copy keeps them off the model, so ``model`` still says what ModelNew has
+    model = copy.copy(model)
     try:
         tracer = torch.fx.Tracer()
         return _trace(tracer, model, lambda: tracer.trace(model, concrete_args))

@@ -288,6 +288,7 @@ def rewrite(
     if not fired:
         return None
     fx_inplace.eliminate_dead_code(gm.graph)
+    _inline_constants(gm, model)
     gm.graph.lint()
     try:
         prelude, src = emit(gm, helpers)
@@ -298,6 +299,31 @@ def rewrite(
             return None  # a constant made during tracing: not on ModelNew
     method = src.strip("\n").replace("def forward(self", "def _kforge_body(self", 1)
     return Body(method=method + "\n", prelude=prelude), fired
+
+
+CONSTANT_MAX_NUMEL = 64
+
+
+def _inline_constants(gm: torch.fx.GraphModule, model: torch.nn.Module) -> None:
+    """A small tensor the tracer made (``torch.tensor(x)`` of numbers in the forward: DeBERTa's
+    ``torch.log(torch.tensor(...))``, ``torch.sqrt(torch.tensor(d))``) becomes the same
+    ``torch.tensor(values, dtype=...)`` in the code (a CPU tensor, as the forward made it); a
+    larger one stays an attribute ModelNew lacks, so the rewrite is not offered."""
+    for node in list(gm.graph.nodes):
+        if node.op != "get_attr" or _has_attr(model, str(node.target)):
+            continue
+        value = getattr(gm, str(node.target), None)
+        if (
+            not isinstance(value, torch.Tensor)
+            or value.device.type != "cpu"
+            or value.numel() > CONSTANT_MAX_NUMEL
+        ):
+            continue
+        with gm.graph.inserting_before(node):
+            made = gm.graph.call_function(torch.tensor, (value.tolist(),), {"dtype": value.dtype})
+        made.meta.update(node.meta)
+        node.replace_all_uses_with(made)
+        gm.graph.erase_node(node)
 
 
 def _has_attr(model: torch.nn.Module, path: str) -> bool:

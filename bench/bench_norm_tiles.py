@@ -11,30 +11,16 @@ one at a time was measured beside the tile shapes: docs/data/norm-tiles-2026-11-
 from __future__ import annotations
 
 import itertools
-import statistics
 import sys
 
 import torch
 import triton
+from bench_tf32x3 import timed
 from common import header, print_table
 from kforge.tools import norms
 from kforge.tools.launch import next_power_of_2
 
 SHAPES = [(8192, 4096), (16384, 1024), (4096, 8192)]  # rows, width
-
-
-def timed(fn, reps: int = 50) -> float:
-    for _ in range(5):
-        fn()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
 
 
 def measure(rows: int, n: int) -> list[tuple[str, ...]]:
@@ -43,8 +29,8 @@ def measure(rows: int, n: int) -> list[tuple[str, ...]]:
     ref = x.double() * torch.rsqrt(x.double().pow(2).mean(-1, keepdim=True) + 1e-6) * w.double()
     src = torch.empty(x.numel(), device="cuda")
     dst = torch.empty_like(src)
-    copy = timed(lambda: dst.copy_(src))
-    ours = timed(lambda: norms.norm(x, None, w, None, 1e-6, True))
+    copy = timed(lambda: dst.copy_(src), 50)
+    ours = timed(lambda: norms.norm(x, None, w, None, 1e-6, True), 50)
     y = torch.empty_like(x)
     tiles = []
     for m, warps in itertools.product((1, 2, 4, 8, 16), (2, 4, 8, 16, 32)):
@@ -57,7 +43,7 @@ def measure(rows: int, n: int) -> list[tuple[str, ...]]:
 
         try:
             run()
-            tiles.append((timed(run), m, warps, float((y.double() - ref).abs().max())))
+            tiles.append((timed(run, 50), m, warps, float((y.double() - ref).abs().max())))
         except Exception as err:  # out of registers or shared memory
             print(f"{rows} x {n}, {m} rows, {warps} warps: {type(err).__name__}")
     return [

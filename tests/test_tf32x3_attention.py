@@ -333,89 +333,69 @@ def test_the_strategy_puts_attention_on_the_kernel_verified_and_a_broken_kernel_
     assert bad.status == Status.INCORRECT, bad.log
 
 
-BLOOM_TASK = (FIXTURES / "alibi_small.py").read_text()  # BLOOM's eager attention core, small
+KERNEL_CALL = "attention_tf32x3(q, k, v, is_causal, scale, bias, window, key_bias)"  # the helper's
+
+
+def _verified_and_a_broken_call_caught(
+    monkeypatch, make_cpu_options, tmp_path, fixture: str, call: str, absent: str, broken_call: str
+) -> None:
+    """The fixture task's attention as the 3xTF32 pass emits it (``call`` in its body and
+    ``absent`` not), verified by the engine under the interpreter; with the kernel called as
+    ``broken_call`` instead, incorrect."""
+    _small_attention_qualifies(monkeypatch)
+    path = tmp_path / fixture
+    path.write_text((FIXTURES / fixture).read_text())
+    task, analysis, specs = _analysis(path)
+    assert analysis.gemm3 is not None, analysis.notes
+    method = analysis.gemm3[0].method
+    assert call in method and absent not in method, method
+    source = registry.build(task, next(s for s in specs if s.family == "tf32x3-gemm"), analysis)
+    assert static_cheats(source, task.source, "fp32") == []
+    broken = source.replace(KERNEL_CALL, broken_call)
+    assert broken != source
+    good, bad = evaluate_many(load_task(path), [source, broken], make_cpu_options(trials=2, timing_trials=1))
+    assert good.status == Status.OK and good.correct, good.log
+    assert bad.status == Status.INCORRECT, bad.log
 
 
 def test_alibi_attention_goes_on_the_kernel_with_its_bias_verified_and_a_dropped_bias_is_caught(
     monkeypatch, make_cpu_options, tmp_path
 ):
-    """BLOOM's form: the attention pass joins ALiBi and the causal fill; the 3xTF32 pass hands
-    the kernel the bias and the causal flag (the joined (L, S) mask is not built). The
-    candidate is verified by the engine under the interpreter; with the bias dropped it is
-    incorrect."""
-    _small_attention_qualifies(monkeypatch)
-    path = tmp_path / "bloom.py"
-    path.write_text(BLOOM_TASK)
-    task, analysis, specs = _analysis(path)
-    assert analysis.gemm3 is not None, analysis.notes
-    method = analysis.gemm3[0].method
-    assert "_kforge_sdpa3(q, k, v, True, 0.25, alibi)" in method and "where" not in method, method
-    source = registry.build(task, next(s for s in specs if s.family == "tf32x3-gemm"), analysis)
-    assert static_cheats(source, task.source, "fp32") == []
-    broken = source.replace(
-        "attention_tf32x3(q, k, v, is_causal, scale, bias, window, key_bias)",
-        "attention_tf32x3(q, k, v, is_causal, scale, None, window, key_bias)",
-    )
-    assert broken != source
-    good, bad = evaluate_many(load_task(path), [source, broken], make_cpu_options(trials=2, timing_trials=1))
-    assert good.status == Status.OK and good.correct, good.log
-    assert bad.status == Status.INCORRECT, bad.log
-
-
-T5_TASK = (FIXTURES / "t5_bias_small.py").read_text()  # T5's attention core, small
+    """BLOOM's form (fixture ``alibi_small``): the attention pass joins ALiBi and the causal fill;
+    the 3xTF32 pass hands the kernel the bias and the causal flag (the joined (L, S) mask is
+    not built). With the bias dropped it is incorrect."""
+    _verified_and_a_broken_call_caught(
+        monkeypatch, make_cpu_options, tmp_path, "alibi_small.py",
+        "_kforge_sdpa3(q, k, v, True, 0.25, alibi)", "where",
+        KERNEL_CALL.replace("scale, bias,", "scale, None,"),
+    )  # fmt: skip
 
 
 def test_t5s_position_bias_and_padding_go_on_the_kernel_apart_verified_and_a_dropped_row_is_caught(
     monkeypatch, make_cpu_options, tmp_path
 ):
-    """T5's form: the mask is the position bias (1, H, L, S) plus the padding mask (B, 1, 1, S);
-    the 3xTF32 pass hands the kernel the two (a tile and a row) instead of their (B, H, L, S)
-    sum. The candidate is verified by the engine under the interpreter; with the padding row
-    dropped it is incorrect."""
-    _small_attention_qualifies(monkeypatch)
-    path = tmp_path / "t5.py"
-    path.write_text(T5_TASK)
-    task, analysis, specs = _analysis(path)
-    assert analysis.gemm3 is not None, analysis.notes
-    method = analysis.gemm3[0].method
-    assert "_kforge_sdpa3(q, k, v, False, 1.0, unsqueeze, 0, mask)" in method, method
-    source = registry.build(task, next(s for s in specs if s.family == "tf32x3-gemm"), analysis)
-    assert static_cheats(source, task.source, "fp32") == []
-    broken = source.replace(
-        "attention_tf32x3(q, k, v, is_causal, scale, bias, window, key_bias)",
-        "attention_tf32x3(q, k, v, is_causal, scale, bias, window, None)",
-    )
-    assert broken != source
-    good, bad = evaluate_many(load_task(path), [source, broken], make_cpu_options(trials=2, timing_trials=1))
-    assert good.status == Status.OK and good.correct, good.log
-    assert bad.status == Status.INCORRECT, bad.log
-
-
-SLIDING_TASK = (FIXTURES / "sliding_window_small.py").read_text()  # Mistral's local attention, small
+    """T5's form (fixture ``t5_bias_small``): the mask is the position bias (1, H, L, S) plus the
+    padding mask (B, 1, 1, S); the 3xTF32 pass hands the kernel the two (a tile and a row)
+    instead of their (B, H, L, S) sum. With the padding row dropped it is incorrect."""
+    _verified_and_a_broken_call_caught(
+        monkeypatch, make_cpu_options, tmp_path, "t5_bias_small.py",
+        "_kforge_sdpa3(q, k, v, False, 1.0, unsqueeze, 0, mask)", "unsqueeze + mask",
+        KERNEL_CALL.replace("key_bias)", "None)"),
+    )  # fmt: skip
 
 
 def test_a_sliding_window_goes_on_the_kernel_verified_and_a_dropped_window_is_caught(
     monkeypatch, make_cpu_options, tmp_path
 ):
-    """The mask built from aranges is read for its width: the kernel gets the causal flag and
-    the window (the (L, S) mask is not built), over the unrepeated key heads. Verified by the
-    engine under the interpreter; with the window dropped (plain causal) it is incorrect."""
-    _small_attention_qualifies(monkeypatch)
-    path = tmp_path / "sliding.py"
-    path.write_text(SLIDING_TASK)
-    task, analysis, specs = _analysis(path)
-    assert analysis.gemm3 is not None, analysis.notes
-    method = analysis.gemm3[0].method
-    assert "_kforge_sdpa3(q, k, v, True, 0.25, None, 7)" in method and "masked_fill" not in method, method
-    source = registry.build(task, next(s for s in specs if s.family == "tf32x3-gemm"), analysis)
-    broken = source.replace(
-        "attention_tf32x3(q, k, v, is_causal, scale, bias, window, key_bias)",
-        "attention_tf32x3(q, k, v, is_causal, scale, bias, 0, key_bias)",
-    )
-    assert broken != source
-    good, bad = evaluate_many(load_task(path), [source, broken], make_cpu_options(trials=2, timing_trials=1))
-    assert good.status == Status.OK and good.correct, good.log
-    assert bad.status == Status.INCORRECT, bad.log
+    """Mistral's local attention (fixture ``sliding_window_small``): the mask built from aranges
+    is read for its width; the kernel gets the causal flag and the window (the (L, S) mask is
+    not built), over the unrepeated key heads. With the window dropped (plain causal) it is
+    incorrect."""
+    _verified_and_a_broken_call_caught(
+        monkeypatch, make_cpu_options, tmp_path, "sliding_window_small.py",
+        "_kforge_sdpa3(q, k, v, True, 0.25, None, 7)", "masked_fill",
+        KERNEL_CALL.replace("window, key_bias", "0, key_bias"),
+    )  # fmt: skip
 
 
 def test_a_masked_or_dropout_attention_is_left_to_pytorch(monkeypatch, tmp_path):

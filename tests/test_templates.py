@@ -70,6 +70,23 @@ print(worst)
     assert float(interpreted(PRELUDE + code)) < 4.0  # within a few times PyTorch's own fp32 rounding
 
 
+def test_the_autotuner_times_only_tiles_that_fit_a_thread():
+    """Every width up to MAX_WIDTH keeps some tile shape and none over PER_THREAD values a
+    thread; the shapes measured fastest on the H100 (2026-11-27) stay in."""
+    from kforge.tools import norms
+
+    configs = norms._configs()
+    for width in (2**k for k in range(4, 15)):
+        kept = norms._fitting(configs, {}, BLOCK_N=width)
+        assert kept and all(c.kwargs["BLOCK_M"] * width <= norms.PER_THREAD * 32 * c.num_warps for c in kept)
+    shapes = {
+        width: {(c.kwargs["BLOCK_M"], c.num_warps) for c in norms._fitting(configs, {}, BLOCK_N=width)}
+        for width in (1024, 4096, 8192)
+    }
+    assert {(1, 8), (2, 8), (4, 4)} <= shapes[1024] and {(1, 2), (2, 8), (8, 16)} <= shapes[4096]
+    assert {(1, 32), (2, 4)} <= shapes[8192] and (8, 2) not in shapes[8192]
+
+
 def test_under_torch_compile_the_norm_is_one_op_in_one_graph(interpreted):
     code = """
 import torch._dynamo

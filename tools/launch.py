@@ -117,11 +117,16 @@ class Tuned:
         configs: list[triton.Config],
         key: list[str],
         interpreted: dict[str, Any],
+        prune: Callable[..., list[triton.Config]] | None = None,
     ) -> None:
         """``key``: the autotuner's key (argument names); ``interpreted``: the meta-parameters
-        used under the interpreter, where nothing is tuned."""
+        used under the interpreter, where nothing is tuned; ``prune(configs, args, **constexprs)``:
+        the configurations worth timing for a call (Triton's ``early_config_prune``)."""
         self.direct = Direct(kernel)
-        self.tuner = None if INTERPRETED else triton.autotune(configs=configs, key=key)(kernel)
+        by = None if prune is None else {"early_config_prune": prune}
+        self.tuner = (
+            None if INTERPRETED else triton.autotune(configs=configs, key=key, prune_configs_by=by)(kernel)
+        )
         self.interpreted = interpreted
         # key -> (the launch's meta-parameters: the constexprs and the autotuner's choice, their items)
         self.chosen: dict[Hashable, tuple[dict[str, Any], Hashable]] = {}

@@ -16,6 +16,8 @@ and ``add_norm``: the custom ops ``kforge::norm`` and ``kforge::add_norm`` under
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import triton
 import triton.language as tl
@@ -64,7 +66,17 @@ def _configs() -> list[triton.Config]:
     return [triton.Config({"BLOCK_M": m}, num_warps=w) for m, w in shapes]
 
 
-_kernel = Tuned(norm_kernel, _configs(), ["N", "HAS_RES", "RMS"], {"BLOCK_M": 2})
+PER_THREAD = 128  # values of the tile a thread holds, at most (the row loop held up to 256)
+
+
+def _fitting(configs: list[triton.Config], args: dict[str, Any], **constexprs: Any) -> list[triton.Config]:
+    """The tiles that fit a width: at most PER_THREAD values a thread (8 rows of 16384 over 2
+    warps would be 2048 a thread: long to compile, then spilled)."""
+    fit = [c for c in configs if c.kwargs["BLOCK_M"] * constexprs["BLOCK_N"] <= PER_THREAD * 32 * c.num_warps]
+    return fit or configs[-1:]
+
+
+_kernel = Tuned(norm_kernel, _configs(), ["N", "HAS_RES", "RMS"], {"BLOCK_M": 2}, prune=_fitting)
 
 
 def unsupported(x: torch.Tensor, width: int) -> str:

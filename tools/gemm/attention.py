@@ -156,10 +156,9 @@ def _configs() -> list[triton.Config]:
 
 def _wide_configs() -> list[triton.Config]:
     # head dims above 128: the (BLOCK_M, D) query parts and (BLOCK_N, D) key parts must fit
-    # beside the (BLOCK_M, D) accumulator, so smaller tiles and fewer stages
-    # (bench/bench_tf32x3_attention.py --sweep Gemma)
-    # (fastest three at Gemma 3's shape on the H100 first: 0.90, 0.95, 1.10 ms, 2026-11-27;
-    # BLOCK_M 64 with BLOCK_N 64 is out of resources)
+    # beside the (BLOCK_M, D) accumulator, so smaller tiles and fewer stages. The fastest three
+    # at Gemma 3's shape on the H100 first (0.90, 0.95, 1.10 ms; BLOCK_M 64 with BLOCK_N 64 is
+    # out of resources): bench/bench_tf32x3_attention.py --sweep Gemma, 2026-11-27
     shapes = [
         (32, 64, 8, 2),
         (32, 64, 8, 1),
@@ -234,10 +233,9 @@ def _sdpa(
     the queries is read as one row for every query, another as a tile: T5's position bias
     (1, H, L, S) and its padding mask (B, 1, 1, S) are read as they are, never added into a
     (B, H, L, S) mask in memory. (Two rows, or two tiles, are added first.)"""
-    for mask in (bias, key_bias):
-        why = unsupported(q, k, v, True, mask)
-        if why:
-            raise ValueError(f"kforge::tf32x3_sdpa: {why}; call F.scaled_dot_product_attention instead")
+    why = unsupported(q, k, v, True, bias) or (key_bias is not None and unsupported(q, k, v, True, key_bias))
+    if why:  # (a call's host time is what a small attention costs: each check once)
+        raise ValueError(f"kforge::tf32x3_sdpa: {why}; call F.scaled_dot_product_attention instead")
     flat = q.dim() == 3
     scores = (*q.shape[:-1], k.shape[-2])
     rows: list[torch.Tensor] = []

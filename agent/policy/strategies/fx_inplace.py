@@ -86,7 +86,7 @@ def aliases(node: Node) -> set[Node]:
 def writes_to(nodes: Iterable[Node]) -> list[Node]:
     """The in-place ops that write the memory of any of ``nodes``."""
     out: list[Node] = []
-    for memory in {root(n) for n in nodes if isinstance(root(n), Node)}:
+    for memory in {m for m in map(root, nodes) if isinstance(m, Node)}:
         for alias in aliases(memory):
             out += [u for u in alias.users if u not in out and written(u) is alias]
     return out

@@ -77,7 +77,9 @@ def main() -> None:
     families = [f for f in args.families.split(",") if f]
     summary = []
     for name in args.tasks.split(","):
-        assert not name.startswith("unseen5/"), "an unseen set is measured by kforge batch only (before its first run)"
+        assert not name.startswith("unseen5/"), (
+            "an unseen set is measured by kforge batch only (before its first run)"
+        )
         path = ROOT / f"{name}.py"
         module = import_file(path, "task_" + name.replace("/", "_"))
         init = module.get_init_inputs()

@@ -1,4 +1,4 @@
-"""The trajectory store: runs, tasks, attempts, results, confirmations, analyses and every LLM call.
+"""The trajectory store: runs, tasks, attempts, results, finalists, confirmations, analyses and every LLM call.
 
 One SQLite file per run folder in WAL mode, so several worker processes can write to it
 at once (each write is a short ``BEGIN IMMEDIATE`` transaction; a busy database is waited
@@ -39,6 +39,9 @@ CREATE TABLE IF NOT EXISTS results (
     candidate_ms REAL, result_json TEXT NOT NULL, created_at REAL NOT NULL,
     PRIMARY KEY (run_id, attempt_id));
 CREATE TABLE IF NOT EXISTS confirmations (
+    run_id TEXT NOT NULL, attempt_id TEXT NOT NULL, status TEXT NOT NULL, result_json TEXT NOT NULL,
+    created_at REAL NOT NULL, PRIMARY KEY (run_id, attempt_id));
+CREATE TABLE IF NOT EXISTS finalists (
     run_id TEXT NOT NULL, attempt_id TEXT NOT NULL, status TEXT NOT NULL, result_json TEXT NOT NULL,
     created_at REAL NOT NULL, PRIMARY KEY (run_id, attempt_id));
 CREATE TABLE IF NOT EXISTS analyses (
@@ -216,6 +219,15 @@ class TrajectoryStore:
                 (run_id, attempt_id, result.status.value, result.dumps(), time.time()),
             )
 
+    def add_finalist(self, run_id: str, attempt_id: str, result: Result) -> None:
+        """The batch's first re-measure of one of a run's finalists (the attempts it chooses its
+        best among); the one chosen is measured once more, its confirmation."""
+        with self._write() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO finalists VALUES (?, ?, ?, ?, ?)",
+                (run_id, attempt_id, result.status.value, result.dumps(), time.time()),
+            )
+
     def add_analysis(self, run_id: str, round: int, kind: str, text: str) -> None:
         with self._write() as conn:
             conn.execute(
@@ -258,6 +270,10 @@ class TrajectoryStore:
 
     def confirmations(self, run_id: str) -> dict[str, Result]:
         rows = self._read("SELECT attempt_id, result_json FROM confirmations WHERE run_id=?", (run_id,))
+        return {row["attempt_id"]: Result.from_json(json.loads(row["result_json"])) for row in rows}
+
+    def finalists(self, run_id: str) -> dict[str, Result]:
+        rows = self._read("SELECT attempt_id, result_json FROM finalists WHERE run_id=?", (run_id,))
         return {row["attempt_id"]: Result.from_json(json.loads(row["result_json"])) for row in rows}
 
     def analysis(self, run_id: str, round: int, kind: str) -> str | None:

@@ -203,6 +203,43 @@ def get_init_inputs():
 '''
 
 
+DIFFUSERS = '''
+class Model(nn.Module):
+    """diffusers' classic AttnProcessor, small: heads folded into the batch (``head_to_batch_dim``,
+    which asks ``tensor.ndim``), scores as ``baddbmm(torch.empty(...), q, k^T, beta=0,
+    alpha=scale)`` (beta 0: the empty operand is ignored), cross-attention to 7 tokens."""
+
+    def __init__(self):
+        super().__init__()
+        self.heads, self.scale = 4, 8**-0.5
+        self.to_q, self.to_k, self.to_v = nn.Linear(32, 32), nn.Linear(24, 32), nn.Linear(24, 32)
+
+    def head_to_batch_dim(self, tensor):
+        if tensor.ndim == 3:
+            batch_size, seq_len, dim = tensor.shape
+        tensor = tensor.reshape(batch_size, seq_len, self.heads, dim // self.heads).permute(0, 2, 1, 3)
+        return tensor.reshape(batch_size * self.heads, seq_len, dim // self.heads)
+
+    def forward(self, x, context):
+        query = self.head_to_batch_dim(self.to_q(x))
+        key, value = self.head_to_batch_dim(self.to_k(context)), self.head_to_batch_dim(self.to_v(context))
+        empty = torch.empty(query.shape[0], query.shape[1], key.shape[1], dtype=query.dtype, device=query.device)
+        scores = torch.baddbmm(empty, query, key.transpose(-1, -2), beta=0, alpha=self.scale)
+        probs = scores.softmax(dim=-1)
+        out = torch.bmm(probs, value)
+        b, n, d = out.shape
+        return out.reshape(b // self.heads, self.heads, n, d).permute(0, 2, 1, 3).reshape(b // self.heads, n, d * self.heads)
+
+
+def get_inputs():
+    return [torch.randn(2, 16, 32), torch.randn(2, 7, 24)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
 def _forward(body: str) -> str:
     return HEAD + "class Model(nn.Module):\n    def forward(self, q, k, v):\n" + body + TAIL
 
@@ -247,6 +284,12 @@ MATCHES = {
     "t5_position_bias": HEAD + T5,
     "shape_unpacked": HEAD + SHAPE_UNPACKED,
     "bloom_alibi": BLOOM,
+    "diffusers_baddbmm_beta_zero": HEAD + DIFFUSERS,
+    # beta 0: not even NaN in the ignored operand reaches the scores (torch.baddbmm's contract)
+    "diffusers_baddbmm_beta_zero_nan_operand": HEAD
+    + DIFFUSERS.replace("torch.empty(", "torch.full((").replace(
+        "key.shape[1], dtype", "key.shape[1]), float('nan'), dtype"
+    ),
     "bloom_alibi_no_scale": BLOOM.replace(", beta=1.0, alpha=1 / math.sqrt(DIM))", ")"),
     "fill_then_bias_not_causal": _forward(  # the fill keeps an entry past the diagonal: joined, not causal
         "        m = torch.triu(torch.ones(16, 16, device=q.device, dtype=torch.bool), diagonal=2)\n"
@@ -278,6 +321,8 @@ LEFT_ALONE = {
     ),
     "bloom_finite_fill_not_causal": BLOOM.replace("diagonal=1)", "diagonal=2)"),
     "bloom_beta_not_one": BLOOM.replace("beta=1.0", "beta=0.5"),
+    "diffusers_scaled_twice": HEAD
+    + DIFFUSERS.replace("probs = scores.softmax", "probs = (scores * 0.5).softmax"),
     "bloom_scaled_after_the_bias": BLOOM.replace(", beta=1.0, alpha=1 / math.sqrt(DIM))", ") * 0.3"),
     "bloom_mask_per_batch_over_the_view": BLOOM.replace(
         "torch.triu(torch.ones(LENGTH, LENGTH, dtype=torch.bool), diagonal=1)",

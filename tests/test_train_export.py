@@ -153,11 +153,17 @@ def test_a_cheat_copied_into_another_run_or_an_unconfirmed_best_is_never_a_targe
         ("r2-c0", 2, honest[1], _timed(Status.OK, 3.0)), ("r2-c1", 2, honest[2], _timed(Status.OK, 1.2)),
         ("r2-c2", 2, CHEAT, _timed(Status.OK, 2.5)), ("r2-c3", 2, honest[3], Result(status=Status.INCORRECT)),
     ])  # fmt: skip
-    monkeypatch.setattr(batch, "_confirm", lambda *args: Result(status=Status.INCORRECT, device="cpu"))
+    monkeypatch.setattr(  # every finalist fails its re-measure
+        batch,
+        "_confirm",
+        lambda task, sources, *args, **kw: [Result(status=Status.INCORRECT, device="cpu")] * len(sources),
+    )
     summary = SimpleNamespace(run_dir=tmp_path / "b", run_id="run-b", reason="done", best_attempt_id="r2-c0",
                               best_path=None)  # fmt: skip
     settings = RunSettings(device="cpu")
-    options = batch.BatchOptions(out=tmp_path, settings=settings)
+    options = batch.BatchOptions(
+        out=tmp_path, settings=settings, finalists=1
+    )  # finalists: test_batch_finalists
     line = batch._outcome(Task("scale_relu", Path("t.py"), ""), summary, settings, options)
     assert line["status"] == "unconfirmed"
     assert b.confirmations("run-b")["r2-c0"].status is Status.INCORRECT  # recorded as such

@@ -69,7 +69,8 @@ def trace(
 
 def _meta_tracer() -> Any:
     """FX's MetaTracer, with ``x.size(0)`` an int: FX's own reads dim 0 as no dim (``if dim``)
-    and gives the whole shape (DeBERTa's ``query_layer.size(0) // heads`` failed on it)."""
+    and gives the whole shape (DeBERTa's ``query_layer.size(0) // heads`` failed on it); and
+    ``x.ndim`` an int, as ``x.dim()`` is (diffusers' ``if tensor.ndim == 3`` failed on it)."""
     from torch.fx.experimental.meta_tracer import MetaProxy, MetaTracer
 
     class SizedProxy(MetaProxy):
@@ -78,6 +79,12 @@ def _meta_tracer() -> Any:
                 return self._tensor_meta.size() if dim is None else self._tensor_meta.size(dim)
             args = (self,) if dim is None else (self, dim)
             return self.tracer.create_proxy("call_method", "size", args, {})
+
+        @property
+        def ndim(self) -> Any:
+            if hasattr(self, "_tensor_meta") and self._tensor_meta is not None:
+                return self._tensor_meta.ndim
+            return self.tracer.create_proxy("call_function", getattr, (self, "ndim"), {})
 
     class Tracer(MetaTracer):
         def proxy(self, node: torch.fx.Node) -> MetaProxy:

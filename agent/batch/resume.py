@@ -28,6 +28,7 @@ class BatchChoice:
     trials: int
     confirm: bool
     ray: str | None
+    finalists: int = 3  # the confirmation's choice among the search's best (job.finalists)
 
 
 def _families(text: str | None) -> tuple[str, ...] | None:
@@ -49,12 +50,13 @@ def resumed(folder: Path, *, config: Path | None, eval_timeout: float | None, ra
     return BatchChoice(
         selection=selection, policy=policy, settings=settings, families=tuple(saved.get("families") or ()) or None,
         trials=saved.get("trials", 5), confirm=saved.get("confirm", True), ray=ray or saved.get("ray"),
+        finalists=saved.get("finalists", 1),  # a batch saved before finalists confirmed its best alone
     )  # fmt: skip
 
 
 def new(paths: list[Path], flags: dict[str, Any], *, config: Path | None, **chosen: Any) -> BatchChoice:
     """A new batch's choices: ``chosen`` holds level, tasks, limit, policy, strategies, trials,
-    confirm and ray as given; ``flags`` the run settings given (None: not given)."""
+    confirm, finalists and ray as given; ``flags`` the run settings given (None: not given)."""
     if not paths:
         raise BatchInputError("give task paths (or --resume DIR)")
     policy = chosen["policy"]
@@ -76,6 +78,7 @@ def new(paths: list[Path], flags: dict[str, Any], *, config: Path | None, **chos
     return BatchChoice(
         selection=selection, policy=policy, settings=settings, families=_families(chosen["strategies"]),
         trials=chosen["trials"], confirm=chosen["confirm"], ray=chosen["ray"],
+        finalists=chosen.get("finalists", 3),
     )  # fmt: skip
 
 

@@ -28,6 +28,13 @@ _Strategies = Annotated[
 ]
 _Trials = Annotated[int, typer.Option(min=2, help="correctness trials per candidate")]
 _Confirm = Annotated[bool, typer.Option(help="re-measure each task's best once more (reported figure)")]
+_Finalists = Annotated[
+    int,
+    typer.Option(
+        min=1,
+        help="the confirmation re-measures this many of the search's best and keeps the fastest vs torch.compile",
+    ),
+]
 _MaxTime = Annotated[
     float | None, typer.Option(help="start no new task after this many seconds (resume for the rest)")
 ]
@@ -70,6 +77,7 @@ def batch_command(
     strategies: _Strategies = None,
     trials: _Trials = 5,
     confirm: _Confirm = True,
+    finalists: _Finalists = 3,
     max_time: _MaxTime = None,
     eval_timeout: _EvalTimeout = None,
     out: _Out = None,
@@ -95,7 +103,7 @@ def batch_command(
                          timing_trials=timing_trials, eval_timeout_s=eval_timeout)  # fmt: skip
             choice = choices.new(
                 paths or [], flags, config=config, level=level, tasks=tasks, limit=limit, policy=policy,
-                strategies=strategies, trials=trials, confirm=confirm, ray=ray,
+                strategies=strategies, trials=trials, confirm=confirm, ray=ray, finalists=finalists,
             )  # fmt: skip
         choices.check_endpoint(choice)
         device = choice.settings.device
@@ -130,7 +138,7 @@ def _options(folder: Path, choice: Any, gpu_list: list[int], max_time: float | N
     return BatchOptions(
         out=folder, settings=choice.settings, policy=choice.policy, gpus=gpu_list, confirm=choice.confirm,
         selection=choice.selection, families=choice.families, trials=choice.trials, max_time_s=max_time,
-        ray=choice.ray,
+        ray=choice.ray, finalists=choice.finalists,
     )  # fmt: skip
 
 

@@ -1,5 +1,6 @@
 """A run's ``report.md``: every attempt with its result and the analyses, from the trajectory
-store; and ``best_step``, the verified attempt a run reports as its best.
+store; and ``best_step``, the verified attempt a run reports as its best (a batch's choice
+where a batch confirmed one: ``batch_choice``).
 
 Every text in report.md that came from the task, a candidate, its worker or the policy goes
 through ``md_text``: no raw HTML reaches the Markdown (the MCP server returns it as is)."""
@@ -18,8 +19,13 @@ from ..store import TrajectoryStep, TrajectoryStore
 SLOWER = f" ({SLOWER_THAN_EAGER})"
 
 
-def best_step(steps: list[TrajectoryStep]) -> TrajectoryStep | None:
-    """The verified step with the highest speedup over eager."""
+def best_step(steps: list[TrajectoryStep], chosen: str | None = None) -> TrajectoryStep | None:
+    """The verified step with the highest speedup over eager; ``chosen``: the attempt a batch
+    chose when it measured its finalists again (``batch_choice``), where it is one of them."""
+    for step in steps:
+        if chosen is not None and step.attempt.attempt_id == chosen and step.result is not None:
+            if step.result.status is Status.OK:
+                return step
     best: tuple[float, TrajectoryStep] | None = None
     for step in steps:
         result = step.result
@@ -65,28 +71,49 @@ def _details(step: TrajectoryStep) -> list[str]:
     return out
 
 
+def batch_choice(store: TrajectoryStore, run_id: str) -> str | None:
+    """The attempt a batch confirmed (measured again and verified), which it reports as the
+    run's best; None for a run no batch confirmed."""
+    ok = [i for i, r in store.confirmations(run_id).items() if r.status is Status.OK]
+    return ok[0] if len(ok) == 1 else None
+
+
+def _figures(result: Result) -> str:
+    return f"{num(result.speedup_vs_eager, 'x', 3)} vs eager, {num(result.speedup_vs_compile, 'x', 3)} vs torch.compile"
+
+
 def _confirmed(store: TrajectoryStore, run_id: str, best: TrajectoryStep | None) -> list[str]:
     """The batch's re-measure of the best (new inputs, eager and torch.compile in the same
-    window): the figure the batch reports, beside the search's best-of-several figure."""
+    window): the figure the batch reports, beside the search's best-of-several figure; and
+    the finalists it chose that best among, as first measured again."""
     result = store.confirmations(run_id).get(best.attempt.attempt_id) if best else None
     if result is None:
         return []
     where = result.roofline.gpu if result.roofline and result.roofline.gpu else result.device
-    figures = f"{num(result.speedup_vs_eager, 'x', 3)} vs eager, {num(result.speedup_vs_compile, 'x', 3)} vs torch.compile"
-    return [
-        f"Confirmed by the batch on {md_inline(where)}: {result.status.value}, {figures} (measured again on new"
-        " inputs, eager and torch.compile timed in the same window; the figure above is the best of the"
-        " search's measurements, which favours a lucky one)",
+    out = [
+        f"Confirmed by the batch on {md_inline(where)}: {result.status.value}, {_figures(result)} (measured"
+        " again on new inputs, eager and torch.compile timed in the same window; the figure above is the"
+        " best of the search's measurements, which favours a lucky one)",
         "",
     ]
+    finalists = store.finalists(run_id)
+    if len(finalists) > 1:
+        out += [
+            "Chosen among the search's finalists, each measured again (then the one chosen once more):",
+            "",
+            *(f"- {md_inline(i)}: {r.status.value}, {_figures(r)}" for i, r in finalists.items()),
+            "",
+        ]
+    return out
 
 
 def render_report(store: TrajectoryStore, run_id: str) -> str:
     info = store.run_info(run_id) or {}
     baseline: Result | None = store.results(run_id).get(BASELINE_ID)
     lines = [f"# kforge run {md_inline(run_id)}", ""]
+    chosen = batch_choice(store, run_id)
     for trajectory in store.trajectories(run_id):
-        best = best_step(trajectory.steps)
+        best = best_step(trajectory.steps, chosen)
         lines += [
             f"Task: {md_inline(trajectory.task_name)} ({md_inline(trajectory.task_hash)});"
             f" policy {md_inline(str(info.get('policy', '-')))}, model {md_inline(str(info.get('model') or '-'))};"

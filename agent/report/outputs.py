@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..store import TrajectoryStore
 from .html import write_report
-from .markdown import best_step, render_report
+from .markdown import batch_choice, best_step, render_report
 
 
 def write_outputs(store: TrajectoryStore, run_id: str, run_dir: Path) -> Path | None:
@@ -15,8 +15,9 @@ def write_outputs(store: TrajectoryStore, run_id: str, run_dir: Path) -> Path | 
     (run_dir / "report.md").write_text(render_report(store, run_id))
     write_report(run_dir)
     best_path = run_dir / "best.py"
+    chosen = batch_choice(store, run_id)
     for trajectory in store.trajectories(run_id):
-        best = best_step(trajectory.steps)
+        best = best_step(trajectory.steps, chosen)
         if best is not None:
             best_path.write_text(best.attempt.source)
             return best_path

@@ -16,7 +16,7 @@ from ..policy.contrast import figures
 from ..policy.render import baseline_summary
 from ..state import BASELINE_ID
 from ..store import Trajectory, TrajectoryStep, TrajectoryStore
-from .markdown import best_step
+from .markdown import batch_choice, best_step
 from .page import cell, fmt, page
 
 FORMATTER = HtmlFormatter(noclasses=True, style="default")
@@ -92,8 +92,8 @@ def _attempt_table(steps: list[TrajectoryStep]) -> list[str]:
     return rows + ["</tbody></table>"]
 
 
-def _trajectory(trajectory: Trajectory, reference: str) -> list[str]:
-    best = best_step(trajectory.steps)
+def _trajectory(trajectory: Trajectory, reference: str, chosen: str | None) -> list[str]:
+    best = best_step(trajectory.steps, chosen)
     best_text = (
         f"{best.attempt.attempt_id} at {fmt(best.result.speedup_vs_eager if best.result else None)}"
         if best
@@ -126,7 +126,7 @@ def render_run(run_dir: Path) -> str:
             f"<p>Baseline: {html.escape(baseline_summary(baseline))}</p>",
         ]
         for trajectory in store.trajectories(run_id):
-            body += _trajectory(trajectory, reference)
+            body += _trajectory(trajectory, reference, batch_choice(store, run_id))
     finally:
         store.close()
     return page(f"kforge run {run_id}", body)

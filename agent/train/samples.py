@@ -96,7 +96,7 @@ def run_samples(store: TrajectoryStore, run_id: str) -> Iterator[Sample]:
     info = store.run_info(run_id)
     settings = json.loads(info["settings_json"]) if info else {}
     recorded = _recorded_prompts(store, run_id)
-    confirmed = store.confirmations(run_id)
+    confirmed = store.finalists(run_id) | store.confirmations(run_id)  # a failed re-measure: no target
     for trajectory in store.trajectories(run_id):
         task = store.task(trajectory.task_hash)
         per_round: dict[int, int] = {}

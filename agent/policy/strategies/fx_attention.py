@@ -237,11 +237,19 @@ def _scores(node: Any, user: Node, v: Any) -> dict[str, Any] | None:
 
 def _baddbmm(found: dict[str, Any], node: Node) -> dict[str, Any] | None:
     """``found`` completed from BLOOM's ``baddbmm(bias, q, k^T, beta=1, alpha=scale)``: the bias
-    added after the scale, in q's batch dimensions (baddbmm broadcasts it to the scores')."""
+    added after the scale, in q's batch dimensions (baddbmm broadcasts it to the scores'); or
+    from diffusers' ``baddbmm(torch.empty(...), q, k^T, beta=0, alpha=scale)``, whose first
+    operand is ignored (beta 0: not even read, so the uninitialised values do not matter)."""
     bias, q, kt = node.args
     alpha, beta = node.kwargs.get("alpha", 1), node.kwargs.get("beta", 1)
-    if set(node.kwargs) - {"alpha", "beta"} or beta != 1 or not _scalar(alpha):
+    if set(node.kwargs) - {"alpha", "beta"} or beta not in (0, 1) or not _scalar(alpha):
         return None
+    if beta == 0:
+        if found["scale"] != 1.0:
+            return None  # two scales
+        if alpha != 1:
+            found["scale"] = ("mul", alpha)
+        return _qk(found, node, q, kt)
     if found["scale"] != 1.0 or found["bias"] is not None or not isinstance(bias, Node):
         return None  # a later scale would scale the bias too; one bias
     if (found["mask"] is not None and found["mask"][0] != "fill") or dtype_of(bias) != dtype_of(node):

@@ -171,16 +171,7 @@ def _outcome(task: Task, summary: Any, settings: RunSettings, options: BatchOpti
     try:
         results = store.results(summary.run_id)
         baseline = results.get(BASELINE_ID)
-        counts: dict[str, int] = {}
-        for attempt_id, result in results.items():
-            if attempt_id != BASELINE_ID:
-                counts[result.status.value] = counts.get(result.status.value, 0) + 1
-        line: dict[str, Any] = {
-            "run_dir": str(summary.run_dir), "reason": summary.reason, "attempts": counts,
-            "rejected": counts.get("rejected", 0), "eager_ms": baseline.eager_ms if baseline else None,
-            "compile_ms": baseline.compile_ms if baseline else None,
-            "baseline": baseline.to_json() if baseline else None, "eval_timeout_s": settings.eval_timeout_s,
-        }  # fmt: skip
+        line = _counted(summary, results, baseline, settings)
         best_id = summary.best_attempt_id
         if best_id is None or best_id not in results:
             return line | {"status": "no_candidate", "error": summary.reason}
@@ -206,6 +197,22 @@ def _outcome(task: Task, summary: Any, settings: RunSettings, options: BatchOpti
     if final.status is Status.OK:
         return line | speedups(final, baseline)
     return line | {"error": f"the best candidate failed its confirmation: {final.status.value}"}
+
+
+def _counted(
+    summary: Any, results: dict[str, Result], baseline: Result | None, settings: RunSettings
+) -> dict[str, Any]:
+    """The line's fields on the run's attempts and its baseline."""
+    counts: dict[str, int] = {}
+    for attempt_id, result in results.items():
+        if attempt_id != BASELINE_ID:
+            counts[result.status.value] = counts.get(result.status.value, 0) + 1
+    return {
+        "run_dir": str(summary.run_dir), "reason": summary.reason, "attempts": counts,
+        "rejected": counts.get("rejected", 0), "eager_ms": baseline.eager_ms if baseline else None,
+        "compile_ms": baseline.compile_ms if baseline else None,
+        "baseline": baseline.to_json() if baseline else None, "eval_timeout_s": settings.eval_timeout_s,
+    }  # fmt: skip
 
 
 def finalists(attempts: list[Any], results: dict[str, Result], best_id: str, n: int) -> list[str]:

@@ -120,9 +120,7 @@ def batch_command(
     workers = f"Ray cluster {choice.ray}" if choice.ray else f"{max(1, len(gpu_list))} worker(s)"
     console.print(f"{len(entries)} tasks, {escape(workers)} -> {escape(str(folder))}", soft_wrap=True)
     _run(entries, options, console, quiet)
-    _finish(
-        folder, {"policy": choice.policy, "device": device, "precision": choice.settings.precision}, console
-    )
+    _finish(folder, choice, console)
 
 
 def _options(folder: Path, choice: Any, gpu_list: list[int], max_time: float | None, console: Console) -> Any:
@@ -142,11 +140,12 @@ def _options(folder: Path, choice: Any, gpu_list: list[int], max_time: float | N
     )  # fmt: skip
 
 
-def _finish(folder: Path, meta: dict[str, str], console: Console) -> None:
+def _finish(folder: Path, choice: Any, console: Console) -> None:
     """The summary, the report, and the exit code (3 when some task files were invalid)."""
     from ..batch import write_summary
     from ..report import write_report
 
+    meta = {"policy": choice.policy, "device": choice.settings.device, "precision": choice.settings.precision}
     overall = write_summary(folder, meta)["overall"]
     if not (folder / "results.jsonl").is_file():  # --max-time passed before a worker took a task
         console.print(

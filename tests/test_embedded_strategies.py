@@ -774,6 +774,25 @@ def test_the_attention_rewrite_winning_under_compile_is_tuned_with_the_3xtf32_bo
     assert tuned.name == "tf32x3-gemm[attention-sdpa]+compile-default+cuda-graph", tuned.name
 
 
+def test_a_graph_or_compile_winner_is_tuned_with_the_3xtf32_gemms_before_cudnn_where_no_conv_is_kforges():
+    """SD 1.5's Transformer2D (dev set): two 1 x 1 convolutions around attention and a GEGLU MLP,
+    none taken by kforge's convolution. A CUDA graph or torch.compile winning round one is tuned
+    with the 3xTF32 body under compile and one CUDA graph first, not with cuDNN's benchmark mode;
+    SD VAE's attention block, whose convolutions kforge's kernel takes, keeps cuDNN first."""
+    dev = Path(__file__).resolve().parents[1] / "bench" / "realistic" / "dev"
+    _, analysis, specs = _analysis(dev / "sd15_unet_transformer2d_cross_attention.py")
+    assert analysis.conv3 is None and analysis.gemm3 is not None
+    first = "tf32x3-gemm[identities,attention-sdpa]+compile-default+cuda-graph"
+    for winner in ("cuda-graph", "compile-default", "compile-default+cuda-graph"):
+        spec = next(s for s in specs if s.name == winner)
+        tuned = [v.name for v in registry.variants(spec, analysis, "cuda")]
+        assert tuned[0] == first and any(t.startswith("cudnn-benchmark") for t in tuned), (winner, tuned)
+    _, analysis, specs = _analysis(dev / "sd_vae_mid_attention.py")
+    graph = next(s for s in specs if s.name == "cuda-graph")
+    tuned = [v.name for v in registry.variants(graph, analysis, "cuda")]
+    assert tuned[:2] == ["cudnn-benchmark+cuda-graph", "tf32x3-gemm+compile-default+cuda-graph"], tuned
+
+
 def test_epilogue_activations_are_read_in_every_form_and_in_place_only_from_a_sole_user():
     """ReLU as a module (in place or not), a function, F.relu(inplace=True), torch.relu_ and
     x.relu_(); GELU with erf or tanh. The GEMM takes an in-place ReLU only when nothing else

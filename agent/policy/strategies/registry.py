@@ -152,18 +152,15 @@ def variants(spec: Spec, analysis: TaskAnalysis, device: str) -> list[Spec]:
         ]
     # a round tunes its best attempt with the first of these only (Embedded._queue): most promising first
     convs_on_cudnn = spec.body != "tf32x3-conv"
+    cudnn: list[Spec] = []
     if analysis.features.has_conv and on_gpu and "cudnn-benchmark" not in spec.flags and convs_on_cudnn:
-        out.append(dataclasses.replace(combo, flags=(*spec.flags, "cudnn-benchmark")))
-    # the reference or the algebraic rewrites (the 3xTF32 body has them too) won under a compiler
-    if on_gpu and analysis.gemm3 is not None and spec.body in ("reference", "fx") and spec.runner != "eager":
-        if not {"tf32", "bf16"} & set(spec.flags):  # the winner's runner fuses the rest; 3xTF32 the GEMMs
-            gemms = tf32x3.spec(analysis.gemm3[1])
-            kernels = dataclasses.replace(combo, body=gemms.body, tag=gemms.tag)
-            if spec.runner == "compile":
-                # the kernels' launches cost host time that Inductor's own code does not (T5's
-                # block, H100: 1.16 ms under compile, 0.51 ms of it on the GPU): one CUDA graph
-                out.append(dataclasses.replace(kernels, runner="compile-graph"))
-            out.append(kernels)
+        cudnn.append(dataclasses.replace(combo, flags=(*spec.flags, "cudnn-benchmark")))
+    gemms_3x = _gemm_variants(spec, combo, analysis) if on_gpu else []
+    # cuDNN's benchmark mode first where kforge's own convolution takes some of the task's
+    # convolutions (they are large); else the GEMMs go first: SD 1.5's Transformer2D (two 1 x 1
+    # convolutions around attention and a GEGLU MLP) had its CUDA graph tuned with cuDNN's
+    # benchmark mode, and its 3xTF32 body never ran (2026-11-27)
+    out += cudnn + gemms_3x if analysis.conv3 is not None else gemms_3x + cudnn
     if spec.runner == "eager":
         if on_gpu and spec.body != "reference":  # kforge's kernels: fused around and launched as one graph
             out.append(dataclasses.replace(combo, runner="compile-graph", mode="default"))
@@ -186,6 +183,22 @@ def variants(spec: Spec, analysis: TaskAnalysis, device: str) -> list[Spec]:
         if spec.runner in ("compile", "compile-graph"):
             out.append(dataclasses.replace(combo, flags=(*spec.flags, "nchw")))
     return out
+
+
+def _gemm_variants(spec: Spec, combo: Spec, analysis: TaskAnalysis) -> list[Spec]:
+    """The reference or the algebraic rewrites (the 3xTF32 body has them too) won under a
+    compiler or a CUDA graph: the same with the GEMMs on 3xTF32, under torch.compile and one
+    CUDA graph first (the kernels' launches cost host time that Inductor's own code does not:
+    T5's block, H100: 1.16 ms under compile, 0.51 ms of it on the GPU), then under the
+    winner's runner. The winner's runner fuses the rest; 3xTF32 takes the GEMMs."""
+    if analysis.gemm3 is None or spec.body not in ("reference", "fx") or spec.runner == "eager":
+        return []
+    if {"tf32", "bf16"} & set(spec.flags):
+        return []
+    gemms = tf32x3.spec(analysis.gemm3[1])
+    kernels = dataclasses.replace(combo, body=gemms.body, tag=gemms.tag)
+    graphed = dataclasses.replace(kernels, runner="compile-graph", mode=spec.mode or "default")
+    return [graphed] if spec.runner == "compile-graph" else [graphed, kernels]
 
 
 def body_of(spec: Spec, analysis: TaskAnalysis) -> Body:

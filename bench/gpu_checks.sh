@@ -96,7 +96,7 @@ for strategy, status, result in rows:
   templates)   # kforge's memory-bound Triton templates (norms, cross-entropy) and its 3xTF32 flash attention
                # against eager and torch.compile: fraction of the measured copy bandwidth, error vs float64
     (cd bench && python3 bench_templates.py && python3 bench_norm_tiles.py && python3 bench_tf32x3_attention.py && python3 bench_tf32x3_attention.py --masks) 2>&1 | tee "$OUT/templates.log" ;;
-  realistic)   # issue #34's realistic blocks (bench/realistic/README.md; carry .whl/agent): REALISTIC_SET=dev|heldout|unseen|...|unseen5,
+  realistic)   # issue #34's realistic blocks (bench/realistic/README.md; carry .whl/agent): REALISTIC_SET=dev|heldout|unseen|...|unseen5 (or a list file there, e.g. after-unseen5.txt),
                # REALISTIC_ROUNDS (2), REALISTIC_STRATEGIES (families, as --strategies), REALISTIC_SECONDS (no new
                # task after it; 420), REALISTIC_TIMEOUT (the batch stopped, resumable; REALISTIC_SECONDS + 100). The batch folder comes back in
                # realistic-SET.tar.gz; to finish it on a fresh machine put that tarball in .model-runs/ and carry it.

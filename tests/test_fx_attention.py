@@ -240,6 +240,28 @@ def get_init_inputs():
 '''
 
 
+MULTI_QUERY = '''
+class Model(nn.Module):
+    """Falcon-7B's multi-query attention, small: one key and one value head for 6 query heads,
+    broadcast by the matmuls (not repeated), the scores divided in place, an additive mask."""
+
+    def forward(self, q, k, v, mask):
+        scores = q @ k.transpose(-1, -2)
+        scores /= math.sqrt(8)
+        probs = F.softmax(scores + mask, dim=-1, dtype=q.dtype)
+        return probs @ v
+
+
+def get_inputs():
+    mask = torch.where(torch.rand(2, 1, 16, 16) < 0.2, -1e4, 0.0)
+    return [torch.randn(2, 6, 16, 8), torch.randn(2, 1, 16, 8), torch.randn(2, 1, 16, 8), mask]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
 def _forward(body: str) -> str:
     return HEAD + "class Model(nn.Module):\n    def forward(self, q, k, v):\n" + body + TAIL
 
@@ -284,6 +306,7 @@ MATCHES = {
     "t5_position_bias": HEAD + T5,
     "shape_unpacked": HEAD + SHAPE_UNPACKED,
     "bloom_alibi": BLOOM,
+    "falcon_multi_query": HEAD + MULTI_QUERY,
     "diffusers_baddbmm_beta_zero": HEAD + DIFFUSERS,
     # beta 0: not even NaN in the ignored operand reaches the scores (torch.baddbmm's contract)
     "diffusers_baddbmm_beta_zero_nan_operand": HEAD
@@ -321,6 +344,12 @@ LEFT_ALONE = {
     ),
     "bloom_finite_fill_not_causal": BLOOM.replace("diagonal=1)", "diagonal=2)"),
     "bloom_beta_not_one": BLOOM.replace("beta=1.0", "beta=0.5"),
+    # one key head broadcast over the batch, not the heads: no grouping means that
+    "keys_broadcast_over_the_batch": HEAD
+    + MULTI_QUERY.replace(
+        "torch.randn(2, 1, 16, 8), torch.randn(2, 1, 16, 8)",
+        "torch.randn(1, 6, 16, 8), torch.randn(1, 6, 16, 8)",
+    ),
     "diffusers_scaled_twice": HEAD
     + DIFFUSERS.replace("probs = scores.softmax", "probs = (scores * 0.5).softmax"),
     "bloom_scaled_after_the_bias": BLOOM.replace(", beta=1.0, alpha=1 / math.sqrt(DIM))", ") * 0.3"),
@@ -502,11 +531,12 @@ def test_a_fill_and_a_bias_join_in_one_mask_marked_when_the_fill_is_causal(tmp_p
     assert len(marked) == (name == "bloom_alibi"), gm.graph
 
 
-@pytest.mark.parametrize("name", ["transformers_eager_gqa", "repeat_interleave_gqa"])
+@pytest.mark.parametrize("name", ["transformers_eager_gqa", "repeat_interleave_gqa", "falcon_multi_query"])
 def test_repeated_key_heads_become_enable_gqa_on_the_unrepeated_tensors(tmp_path: Path, name: str) -> None:
     """Key and value heads repeated for grouped-query attention (transformers' repeat_kv, or
-    repeat_interleave) are SDPA's enable_gqa over the tensors before the repeat: no repeated
-    copy is made (the outputs match: test_hand_written_attention_becomes_sdpa...)."""
+    repeat_interleave), or one head broadcast by the matmul (Falcon), are SDPA's enable_gqa over
+    the tensors before the repeat: no repeated copy is made (the outputs match:
+    test_hand_written_attention_becomes_sdpa...)."""
     _, analysis = _task(tmp_path, name, MATCHES[name])
     method = analysis.fx[0].method
     assert "enable_gqa = True" in method and "expand" not in method and "repeat" not in method, method

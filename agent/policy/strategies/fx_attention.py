@@ -15,7 +15,8 @@ kernels; in strict fp32 the memory-efficient one, which computes in fp32). It is
 function: the scale is passed as the pattern computes it (1.0 when it has none), a
 ``masked_fill(m, -inf)`` becomes the boolean mask ``~m``, an additive mask is passed as it is.
 Also transformers' eager form: key and value heads repeated for grouped-query attention
-(``repeat_kv`` or ``repeat_interleave``) become the unrepeated tensors with ``enable_gqa``; a
+(``repeat_kv`` or ``repeat_interleave``), or one key head the matmul broadcasts over the query
+heads (Falcon's multi-query attention), become the unrepeated tensors with ``enable_gqa``; a
 causal mask added from a buffer (0 on and below the diagonal, -inf above) becomes
 ``is_causal``; ``softmax(..., dtype=torch.float32)`` on fp32 scores is no cast. BLOOM's form too: the
 scores as ``baddbmm(bias, q, k^T, alpha=scale)`` over a flat (batch * heads) dimension,
@@ -54,6 +55,7 @@ from .fx_operands import (
     dtype_of,
     emitted,
     grouped,
+    heads_broadcast,
     only_user,
     reads_attribute,
     regroups_batch,
@@ -268,7 +270,9 @@ def _qk(found: dict[str, Any], scores: Node, q: Any, kt: Any) -> dict[str, Any] 
     elif k is None or not only_user(kt, scores):
         return None
     found |= {"q": q, "k": k}
-    return found if same_batch(found) else None
+    if same_batch(found):
+        return found
+    return {**found, "gqa": True} if heads_broadcast(found) else None
 
 
 def _window(mask: Any, how: str, q: Any, k: Any, buffers: Buffers) -> int | None:

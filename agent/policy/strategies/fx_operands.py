@@ -141,6 +141,16 @@ def dtype_of(node: Any) -> Any:
     return getattr(meta, "dtype", None)
 
 
+def heads_broadcast(found: dict[str, Any]) -> bool:
+    """q (B, H, L, E) against k (B, 1, S, E) and v (B, 1, S, Ev): multi-query attention written
+    with the matmul broadcasting one key head over the query heads (Falcon's), which SDPA takes
+    as one group (``enable_gqa`` with one key head)."""
+    q, k, v = (dims(found[name]) for name in ("q", "k", "v"))
+    if q is None or k is None or v is None or not len(q) == len(k) == len(v) == 4:
+        return False
+    return q[0] == k[0] == v[0] and k[1] == v[1] == 1 < q[1] and q[-1] == k[-1] and k[-2] == v[-2]
+
+
 def same_batch(found: dict[str, Any]) -> bool:
     """q (..., L, E), k (..., S, E), v (..., S, Ev) with the same batch dimensions (no broadcasting)."""
     q, k, v = (dims(found[name]) for name in ("q", "k", "v"))

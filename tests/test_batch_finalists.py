@@ -7,6 +7,7 @@ again. These tests replay those figures."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -147,6 +148,34 @@ def test_one_finalist_is_measured_once_and_a_failed_finalist_is_no_training_targ
     store.close()
     samples = {s.attempt_id: s for s in load_samples([tmp_path / "wrong" / "run"])}
     assert samples["r2-c2"].confirmation is Status.INCORRECT and samples["r1-c0"].confirmation is None
+
+
+def test_a_finalist_caught_cheating_on_its_re_measure_is_not_chosen_and_never_a_target(
+    tmp_path, monkeypatch
+) -> None:
+    """A candidate that passed the search and cheats when measured again (say it caches its
+    output once it sees the same inputs twice): the judge rejects it there, the batch chooses
+    another finalist, and its source is no example in any dataset exported from the run."""
+    from kforge.agent.train.export import export
+
+    caught = CONFIRMED | {"cpp-wrapper+compile-default": _result(0.01, 5.4, 3.6, status=Status.REJECTED)}
+    line, _, store = _outcome(tmp_path, monkeypatch, caught)
+    assert line["best_attempt_id"] == "r2-c0" and line["status"] == "ok"
+    store.close()
+    samples = load_samples([tmp_path / "run"])
+    cheat = next(s for s in samples if s.attempt_id == "r2-c2")
+    assert cheat.confirmation is Status.REJECTED
+    honest = next(s for s in samples if s.attempt_id == "r2-c0")
+
+    def rows(kind: str, **options: float) -> list[dict]:
+        folder = export(kind, samples, tmp_path / kind, test_fraction=0.0, **options)
+        return [json.loads(line) for line in (folder / "train.jsonl").read_text().splitlines()]
+
+    targets = {r["completion"][0]["content"] for r in rows("sft", min_speedup=0.0)}
+    chosen = {r["chosen"][0]["content"] for r in rows("pairs")}  # it may still be a pair's loser
+    members = {c["completion"][0]["content"] for g in rows("groups") for c in g["candidates"]}
+    for kind, answers in (("sft", targets), ("pairs", chosen), ("groups", members)):
+        assert cheat.answer not in answers and honest.answer in answers, kind
 
 
 def test_no_finalist_passing_leaves_the_search_best_unconfirmed(tmp_path, monkeypatch) -> None:

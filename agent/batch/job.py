@@ -243,9 +243,7 @@ def finalists(attempts: list[Any], results: dict[str, Result], best_id: str, n: 
 def _against_compile(result: Result) -> float:
     """How a re-measured finalist ranks: its speedup over torch.compile timed in its window (over
     eager where torch.compile was not timed), 0 for a failed one."""
-    if result.status is not Status.OK or result.speedup_vs_eager is None:
-        return 0.0
-    return speedups(result, None)["speedup_vs_compile"] or result.speedup_vs_eager
+    return result.speedup_vs_compile or result.speedup_vs_eager or 0.0
 
 
 def _choose(
@@ -261,15 +259,15 @@ def _choose(
     first = _confirm(task, [attempts[i].source for i in ids], settings, options.trials, seed=1)
     for i, result in zip(ids, first, strict=True):
         store.add_finalist(run_id, i, result)
-    ranked = sorted(range(len(ids)), key=lambda k: -_against_compile(first[k]))
-    chosen = ids[ranked[0]] if _against_compile(first[ranked[0]]) > 0 else best_id
+    top = max(range(len(ids)), key=lambda k: _against_compile(first[k]))  # the first of equals
+    chosen = ids[top] if _against_compile(first[top]) > 0 else best_id
     final = first[ids.index(chosen)]
     if len(ids) > 1 and final.status is Status.OK:
         final = _confirm(task, [attempts[chosen].source], settings, options.trials, seed=2)[0]
     store.add_confirmation(run_id, chosen, final)
     table = [
         {"attempt_id": i, "strategy": attempts[i].strategy, "status": r.status.value,
-         "speedup_vs_compile": speedups(r, None)["speedup_vs_compile"] if r.status is Status.OK else None}
+         "speedup_vs_compile": r.speedup_vs_compile}
         for i, r in zip(ids, first, strict=True)
     ]  # fmt: skip
     return chosen, final, table

@@ -78,7 +78,7 @@ def new(paths: list[Path], flags: dict[str, Any], *, config: Path | None, **chos
     return BatchChoice(
         selection=selection, policy=policy, settings=settings, families=_families(chosen["strategies"]),
         trials=chosen["trials"], confirm=chosen["confirm"], ray=chosen["ray"],
-        finalists=chosen.get("finalists", 3),
+        finalists=chosen["finalists"],
     )  # fmt: skip
 
 

@@ -22,10 +22,11 @@ SLOWER = f" ({SLOWER_THAN_EAGER})"
 def best_step(steps: list[TrajectoryStep], chosen: str | None = None) -> TrajectoryStep | None:
     """The verified step with the highest speedup over eager; ``chosen``: the attempt a batch
     chose when it measured its finalists again (``batch_choice``), where it is one of them."""
-    for step in steps:
-        if chosen is not None and step.attempt.attempt_id == chosen and step.result is not None:
-            if step.result.status is Status.OK:
-                return step
+    picked = [
+        s for s in steps if s.attempt.attempt_id == chosen and s.result and s.result.status is Status.OK
+    ]
+    if picked:
+        return picked[0]
     best: tuple[float, TrajectoryStep] | None = None
     for step in steps:
         result = step.result

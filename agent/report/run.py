@@ -125,8 +125,9 @@ def render_run(run_dir: Path) -> str:
             f" status {html.escape(str(info.get('status', '-')))}: {html.escape(str(info.get('reason') or '-'))}</p>",
             f"<p>Baseline: {html.escape(baseline_summary(baseline))}</p>",
         ]
+        chosen = batch_choice(store, run_id)
         for trajectory in store.trajectories(run_id):
-            body += _trajectory(trajectory, reference, batch_choice(store, run_id))
+            body += _trajectory(trajectory, reference, chosen)
     finally:
         store.close()
     return page(f"kforge run {run_id}", body)

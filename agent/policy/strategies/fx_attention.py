@@ -246,17 +246,14 @@ def _baddbmm(found: dict[str, Any], node: Node) -> dict[str, Any] | None:
     alpha, beta = node.kwargs.get("alpha", 1), node.kwargs.get("beta", 1)
     if set(node.kwargs) - {"alpha", "beta"} or beta not in (0, 1) or not _scalar(alpha):
         return None
-    if beta == 0:
-        if found["scale"] != 1.0:
-            return None  # two scales
-        if alpha != 1:
-            found["scale"] = ("mul", alpha)
-        return _qk(found, node, q, kt)
-    if found["scale"] != 1.0 or found["bias"] is not None or not isinstance(bias, Node):
-        return None  # a later scale would scale the bias too; one bias
-    if (found["mask"] is not None and found["mask"][0] != "fill") or dtype_of(bias) != dtype_of(node):
-        return None
-    found["bias"] = bias
+    if found["scale"] != 1.0:
+        return None  # two scales, or a later one that would scale the bias too
+    if beta == 1:
+        if found["bias"] is not None or not isinstance(bias, Node):
+            return None  # one bias
+        if (found["mask"] is not None and found["mask"][0] != "fill") or dtype_of(bias) != dtype_of(node):
+            return None
+        found["bias"] = bias
     if alpha != 1:
         found["scale"] = ("mul", alpha)
     return _qk(found, node, q, kt)

@@ -160,3 +160,49 @@ def test_outputs_inside_a_mapping_are_compared_not_skipped(chunk: int) -> None:
     ok, why, error = e2e.verify(Returns(0.0).double(), good, bad, [torch.randn(2, 8)], "fp32")
     assert not ok and "error vs float64" in why and error > 1e-3
     assert e2e.verify(Returns(0.0).double(), good, good, [torch.randn(2, 8)], "fp32")[0]
+
+
+def test_same_reads_a_host_copy_slice_by_slice_without_a_full_size_temporary() -> None:
+    """The in-place check of a 7 GB input (KernelBench's InstanceNorm) made two NaN-free copies
+    of it and of its pristine copy, beside the models: both processes ran out of GPU memory.
+    Now the pristine copy may live in host memory and the comparison's temporaries are slices."""
+    from kforge.tools.memory import MemoryMeter
+    from kforge.tools.trees import clone
+
+    x = torch.randn(64 << 20)  # 256 MB
+    before = clone([x], host=True)
+    meter = MemoryMeter(torch.device("cpu"))
+    assert compare.same([x], before)
+    assert meter.peak_mb() < 48, f"the comparison held {meter.peak_mb():.0f} MB for a 256 MB input"
+    x[-1] += 1
+    assert not compare.same([x], before)
+
+
+def test_a_float64_reference_out_of_memory_is_noted_and_leaves_no_figures() -> None:
+    """Where the float64 copy of the reference does not fit beside the candidate's process, the
+    call is compared with eager's float32 output only, and the Result says so."""
+
+    class Big(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if x.dtype == torch.float64:
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 14.00 GiB.")
+            return x * 2
+
+    missed: list[str] = []
+    assert verify._reference64(Big(), [torch.ones(3)], missed) is None
+    assert missed == [verify.FP64_MEMORY_NOTE]
+    verdict = verify.Verdict(correct=True)
+    verifier = verify.Verifier.__new__(verify.Verifier)
+    verifier.device = torch.device("cpu")
+    out = torch.full((3,), 2.0)
+    verifier._fp64_errors(Big(), [torch.ones(3)], out, out, verdict)
+    assert verdict.fp64_rel_err is None and verdict.notes == [verify.FP64_MEMORY_NOTE]
+    missed.clear()  # a model without float64 kernels is not an out-of-memory note
+
+    class NoDouble(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if x.dtype == torch.float64:
+                raise RuntimeError("\"baddbmm_cuda\" not implemented for 'Double'")
+            return x
+
+    assert verify._reference64(NoDouble(), [torch.ones(3)], missed) is None and missed == []

@@ -29,7 +29,7 @@ from .roofline import roofline, tensor_bytes
 from .runner import SUSPICIOUS_SPEEDUP, Job, network_state, no_grad, time_all
 from .task import import_file
 from .timing import InputSwitcher, LocalSlot, Timer
-from .trees import clone, flatten
+from .trees import clone, flatten, release
 from .verify import Trial, Verifier, _reference64
 from .wire import Channel, WireError
 
@@ -247,6 +247,8 @@ def _expected(
             answer = [e if _floating(e) else r for e, r in zip(flatten(out64), flatten(eager), strict=True)]
             worst = max(worst, rel_err(eager, out64))
         expected.append((checksum.of(answer), norms(answer)))
+        del eager, out64, answer
+        release(job.device)
     bound = job.precision.max_fp64_rel_err
     limit = max(bound, 10 * worst) if exact else max(10 * bound, job.precision.rtol)
     return expected, limit

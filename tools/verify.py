@@ -33,7 +33,7 @@ from .memory import MB
 from .precision import PrecisionClass
 from .remote import RemoteCandidate
 from .roofline import tensor_bytes
-from .trees import clone, flatten
+from .trees import clone, flatten, pristine, release
 
 CALLS_PER_TRIAL = 2  # the same instances called twice: catches results cached in self or by data pointer
 
@@ -211,16 +211,16 @@ class Verifier:
     def _reference_call(self, reference: torch.nn.Module, inputs: list[Any]) -> tuple[Any, bool]:
         """The reference's output on ``inputs`` and whether it changed them (they are then
         restored: the candidate gets the same values)."""
-        pristine = clone(inputs)
+        before = pristine(inputs)
         with torch.no_grad():
             out = reference(*inputs)
         _sync(self.device)
         self.output_spec = [_spec(t) for t in flatten(out)]
-        changed = not same(inputs, pristine)
+        changed = not same(inputs, before)
         self.reference_changes_inputs |= changed
         if changed:
             out = own_storage(out, inputs)  # an output that is a view of the inputs
-            for target, source in zip(inputs, pristine, strict=True):
+            for target, source in zip(inputs, before, strict=True):
                 if isinstance(target, torch.Tensor):
                     target.copy_(source)
         return out, changed
@@ -228,12 +228,16 @@ class Verifier:
     def _fp64_errors(
         self, reference: torch.nn.Module, inputs: list[Any], cand_out: Any, ref_out: Any, verdict: Verdict
     ) -> None:
-        out64 = _reference64(reference, inputs)
+        missed: list[str] = []
+        out64 = _reference64(reference, inputs, missed)
+        verdict.notes += missed
         if out64 is None:
             return  # an op without float64 support: no float64 figures for this task
         cand_err, ref_err = rel_err(cand_out, out64), rel_err(ref_out, out64)
         verdict.fp64_rel_err = max(verdict.fp64_rel_err or 0.0, cand_err)
         verdict.ref_fp64_rel_err = max(verdict.ref_fp64_rel_err or 0.0, ref_err)
+        del out64
+        release(self.device)
 
 
 FP64_NOTE = (
@@ -267,15 +271,32 @@ def _agrees_with_fp64(
     return ok
 
 
-def _reference64(reference: torch.nn.Module, inputs: list[Any]) -> Any:
+FP64_MEMORY_NOTE = (
+    "no float64 figures on a call where the float64 reference did not fit in GPU memory beside the "
+    "candidate's process: compared with eager's float32 output only"
+)
+
+
+def _reference64(reference: torch.nn.Module, inputs: list[Any], missed: list[str] | None = None) -> Any:
     """The reference's output computed in float64 (a copy of it, on float64 inputs), or None
-    for a model with an op that has no float64 kernel."""
+    for a model with an op that has no float64 kernel, or one whose float64 copy runs out of
+    GPU memory (then FP64_MEMORY_NOTE goes to ``missed``)."""
     try:
-        ref64 = copy.deepcopy(reference).double()
-        with torch.no_grad():
-            return ref64(*[x.double() if _is_float(x) else x for x in inputs])
+        return _forward64(reference, inputs)
+    except torch.OutOfMemoryError:
+        if missed is not None:
+            missed.append(FP64_MEMORY_NOTE)
     except (RuntimeError, TypeError, NotImplementedError):
-        return None
+        pass
+    if any(isinstance(x, torch.Tensor) and x.is_cuda for x in flatten(inputs)):
+        release(torch.device("cuda"))  # what the failed forward allocated, back to the driver
+    return None
+
+
+def _forward64(reference: torch.nn.Module, inputs: list[Any]) -> Any:
+    ref64 = copy.deepcopy(reference).double()
+    with torch.no_grad():
+        return ref64(*[x.double() if _is_float(x) else x for x in inputs])
 
 
 def _classify_repeat(

@@ -215,6 +215,15 @@ class Pair:
     candidate_env: dict[str, str]
 
 
+def shared_file() -> int | None:
+    """A shared memory file for a judge and its candidate's worker (None where the platform has
+    no memfd: the tensors then go through the pipes)."""
+    try:
+        return os.memfd_create("kforge-pair", 0)  # not inherited except where passed explicitly
+    except (AttributeError, OSError):
+        return None
+
+
 def run_pair(pair: Pair, limits: Limits) -> tuple[WorkerOutcome, WorkerOutcome]:
     """Run an evaluation: the judge and the candidate's worker, joined by two pipes; the
     judge's Result comes back over a third pipe only the judge holds. Returns the judge's
@@ -222,8 +231,10 @@ def run_pair(pair: Pair, limits: Limits) -> tuple[WorkerOutcome, WorkerOutcome]:
     it ended)."""
     in_a_run("evaluation")  # a baseline after this is a run's first again
     to_cand, from_cand, result = os.pipe(), os.pipe(), os.pipe()
-    judge_fds = (from_cand[0], to_cand[1], result[1])
-    cand_fds = (to_cand[0], from_cand[1])
+    shared = shared_file()  # the tensors' bytes (wire.py); None: through the pipes
+    extra = () if shared is None else (shared,)
+    judge_fds = (from_cand[0], to_cand[1], result[1], *extra)
+    cand_fds = (to_cand[0], from_cand[1], *extra)
     paths = []
     for folder, job, fds in (
         (pair.judge_dir, pair.judge_job | {"role": "judge"}, judge_fds),
@@ -231,7 +242,7 @@ def run_pair(pair: Pair, limits: Limits) -> tuple[WorkerOutcome, WorkerOutcome]:
     ):
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / "job.json"
-        path.write_text(json.dumps(job | {"read_fd": fds[0], "write_fd": fds[1]}))
+        path.write_text(json.dumps(job | {"read_fd": fds[0], "write_fd": fds[1], "shared_fd": shared}))
         paths.append(path)
     start = time.monotonic()
     judge = _spawn(
@@ -242,7 +253,7 @@ def run_pair(pair: Pair, limits: Limits) -> tuple[WorkerOutcome, WorkerOutcome]:
         [sys.executable, *WORKER, str(paths[1])],
         pair.candidate_dir, pair.candidate_env, limits, pair.candidate_dir / LOG_FILE, cand_fds,
     )  # fmt: skip
-    for fd in (*judge_fds, *cand_fds):
+    for fd in {*judge_fds, *cand_fds}:
         os.close(fd)  # each end lives in its worker only: a dead worker is an end of stream
     reader = _ResultReader(result[0])
     watched = [_Watched(judge), _Watched(cand)]

@@ -111,7 +111,13 @@ def _channel(spec: dict[str, Any]) -> Any:
 
     reader = os.fdopen(int(spec["read_fd"]), "rb", buffering=1 << 20)
     writer = os.fdopen(int(spec["write_fd"]), "wb", buffering=1 << 20)
-    return Channel(reader, writer, max_bytes=int(spec.get("max_message_bytes", 1 << 40)))
+    shared = spec.get("shared_fd")
+    return Channel(
+        reader,
+        writer,
+        max_bytes=int(spec.get("max_message_bytes", 1 << 40)),
+        shared=None if shared is None else int(shared),
+    )
 
 
 def wait_for_job(result_fd: int) -> int:

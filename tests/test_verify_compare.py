@@ -162,20 +162,64 @@ def test_outputs_inside_a_mapping_are_compared_not_skipped(chunk: int) -> None:
     assert e2e.verify(Returns(0.0).double(), good, good, [torch.randn(2, 8)], "fp32")[0]
 
 
-def test_same_reads_a_host_copy_slice_by_slice_without_a_full_size_temporary() -> None:
-    """The in-place check of a 7 GB input (KernelBench's InstanceNorm) made two NaN-free copies
-    of it and of its pristine copy, beside the models: both processes ran out of GPU memory.
-    Now the pristine copy may live in host memory and the comparison's temporaries are slices."""
+def test_multi_gb_inputs_are_fingerprinted_not_copied_and_a_change_is_still_seen(monkeypatch) -> None:
+    """A copy of KernelBench's 7 GB InstanceNorm input, beside the models, ran both processes out
+    of GPU memory; inputs over COPY_BYTES are now fingerprinted before a call."""
+    from kforge.tools import fingerprint
     from kforge.tools.memory import MemoryMeter
-    from kforge.tools.trees import clone
 
+    monkeypatch.setattr(fingerprint, "COPY_BYTES", 1 << 20)
+    prints = fingerprint.Fingerprinter(torch.device("cpu"))
     x = torch.randn(64 << 20)  # 256 MB
-    before = clone([x], host=True)
     meter = MemoryMeter(torch.device("cpu"))
-    assert compare.same([x], before)
-    assert meter.peak_mb() < 48, f"the comparison held {meter.peak_mb():.0f} MB for a 256 MB input"
-    x[-1] += 1
-    assert not compare.same([x], before)
+    before = fingerprint.Snapshot([x], prints)
+    assert before.copy is None and before.matches([x])
+    assert meter.peak_mb() < 48, f"the snapshot held {meter.peak_mb():.0f} MB for a 256 MB input"
+    x[-1] = -x[-1] if x[-1] else 1.0
+    assert not before.matches([x])
+    small = fingerprint.Snapshot([torch.ones(3)], prints)
+    assert small.copy is not None and small.matches([torch.ones(3)]) and not small.matches([torch.zeros(3)])
+
+
+class _Task:
+    """A task module's two functions; ``drift`` makes get_inputs ignore torch's seed."""
+
+    def __init__(self, drift: bool = False) -> None:
+        self.drift, self.calls = drift, 0
+
+    def get_inputs(self) -> list[torch.Tensor]:
+        self.calls += 1
+        return [torch.randn(1000) + (self.calls if self.drift else 0)]
+
+
+class _InPlace(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.mul_(2).sum()
+
+
+def _verifier(task: _Task) -> verify.Verifier:
+    from kforge.tools.fingerprint import Fingerprinter
+
+    v = verify.Verifier.__new__(verify.Verifier)
+    v.task, v.device, v.fingerprints = task, torch.device("cpu"), Fingerprinter(torch.device("cpu"))
+    v.reference_changes_inputs, v.drawn_from = False, 0
+    return v
+
+
+def test_fingerprinted_inputs_a_reference_changed_are_drawn_again_for_the_candidate(monkeypatch) -> None:
+    from kforge.tools import fingerprint
+
+    monkeypatch.setattr(fingerprint, "COPY_BYTES", 0)
+    v = _verifier(_Task())
+    inputs = v._inputs(1234, None)
+    want = inputs[0].clone()
+    out, changed = v._reference_call(_InPlace(), inputs)
+    assert changed and v.reference_changes_inputs
+    assert torch.equal(inputs[0], want)  # what the candidate gets: the values the reference was given
+    assert float(out) == pytest.approx(float(2 * want.sum()), rel=1e-5)
+    drifting = _verifier(_Task(drift=True))
+    with pytest.raises(RuntimeError, match="draws other values from the same seed"):
+        drifting._reference_call(_InPlace(), drifting._inputs(99, None))
 
 
 def test_a_float64_reference_out_of_memory_is_noted_and_leaves_no_figures() -> None:

@@ -20,14 +20,13 @@ from typing import Any
 import torch
 
 from .checksum import Checksum
-from .compare import same
-from .fingerprint import Fingerprinter
+from .fingerprint import Fingerprinter, Snapshot
 from .guards import PrecisionGuard, ThreadGuard, TimerGuard, check_output_types, set_precision_flags
 from .memory import MB, MemoryMeter
 from .quiet import pin_timing_thread, stop_compile_pools
 from .runner import short_trace
 from .timing import InputSwitcher, Timer
-from .trees import pristine, release
+from .trees import release
 from .wire import Channel
 
 Guards = tuple[TimerGuard, PrecisionGuard, ThreadGuard]
@@ -108,7 +107,7 @@ class CandidateServer:
                     old.copy_(new)
         else:
             self.inputs = list(inputs)
-        before = pristine(self.inputs)
+        before = Snapshot(self.inputs, self.fingerprints)
         release(self.device)  # the last call's cached blocks: the judge's float64 reference needs the room
         _poison_allocator(fields.get("spec") or [], self.device)
         held = self.meter.start_region()
@@ -122,7 +121,7 @@ class CandidateServer:
         notes = check_output_types(out, self.device)
         if early != self.fingerprints.of(out):
             notes.append("work on a side stream: the output was unfinished when the caller's stream finished")
-        changed = not same(self.inputs, before)
+        changed = not before.matches(self.inputs)
         return {"observed": notes, "inputs_changed": changed}, out
 
     def on_timing_sets(self, fields: dict[str, Any], sets: Any) -> tuple[dict[str, Any], Any]:

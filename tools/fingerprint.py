@@ -16,9 +16,11 @@ from typing import Any
 
 import torch
 
-from .trees import flatten
+from .compare import same
+from .trees import clone, flatten
 
 CHUNK = 1 << 20  # elements per slice (int64 temporaries of 8 MB)
+COPY_BYTES = 1 << 30  # inputs above this are fingerprinted before a call, not copied
 _AS_INTEGERS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
@@ -45,3 +47,20 @@ class Fingerprinter:
             part = bits[start : start + CHUNK].to(torch.int64)
             total += (part * weights[: part.numel()]).sum() * (2 * i + 1)
         return tuple(t.shape), t.dtype, int(total)
+
+
+class Snapshot:
+    """What a call's inputs held before it, to tell afterwards whether the call changed them in
+    place: a copy of inputs up to COPY_BYTES, keyed fingerprints of larger ones. A copy of
+    KernelBench's 7 GB InstanceNorm input took GPU memory the models needed (both processes ran
+    out), or, kept in host memory, seconds a call; a fingerprint is one read of it."""
+
+    def __init__(self, obj: Any, fingerprints: Fingerprinter) -> None:
+        size = sum(t.numel() * t.element_size() for t in flatten(obj) if isinstance(t, torch.Tensor))
+        self.fingerprints = fingerprints
+        self.copy = clone(obj) if size <= COPY_BYTES else None
+        self.prints = fingerprints.of(obj) if self.copy is None else None
+
+    def matches(self, obj: Any) -> bool:
+        """``obj`` holds what it held (NaN equal to NaN; bit for bit where fingerprinted)."""
+        return same(obj, self.copy) if self.copy is not None else self.fingerprints.of(obj) == self.prints

@@ -19,35 +19,20 @@ def flatten(obj: Any) -> list[Any]:
     return [obj]
 
 
-def clone(obj: Any, host: bool = False) -> Any:
-    """A copy whose tensors own their memory (detached), with the same nesting; in host memory
-    with ``host``."""
+def clone(obj: Any) -> Any:
+    """A copy whose tensors own their memory (detached), with the same nesting."""
     if isinstance(obj, torch.Tensor):
-        return obj.detach().to("cpu", copy=True) if host else obj.detach().clone()
+        return obj.detach().clone()
     if isinstance(obj, list | tuple):
-        return type(obj)(clone(x, host) for x in obj)
+        return type(obj)(clone(x) for x in obj)
     if isinstance(obj, MutableMapping):
         copied = copy.copy(obj)  # the same type (a ModelOutput stays one), its values cloned
         for key, value in obj.items():
-            copied[key] = clone(value, host)
+            copied[key] = clone(value)
         return copied
     if isinstance(obj, Mapping):
-        return {key: clone(value, host) for key, value in obj.items()}
+        return {key: clone(value) for key, value in obj.items()}
     return obj
-
-
-HOST_COPY_BYTES = 1 << 30  # GPU tensors above this are kept pristine in host memory
-
-
-def pristine(obj: Any) -> Any:
-    """A copy of ``obj`` to tell afterwards whether a call changed it in place. Beside it on the
-    device, or in host memory when its GPU tensors take more than HOST_COPY_BYTES: a task whose
-    inputs take 7 GB (KernelBench's InstanceNorm) leaves that room to the models, and the
-    comparison (:func:`.compare.same`) brings the copy back one slice at a time."""
-    on_gpu = sum(
-        t.numel() * t.element_size() for t in flatten(obj) if isinstance(t, torch.Tensor) and t.is_cuda
-    )
-    return clone(obj, host=on_gpu > HOST_COPY_BYTES)
 
 
 def release(device: torch.device) -> None:

@@ -11,8 +11,10 @@ a float64 reference, on one call per trial that the candidate cannot tell from t
 that is how quietly lowered precision is caught.
 
 Memory: besides the models and what they allocate, a call holds the inputs, one pristine
-copy of them and the two outputs; what the checks compare across calls (the previous call's
-outputs, an output read early) are keyed fingerprints, not copies (:mod:`.fingerprint`).
+copy of them (keyed fingerprints above 1 GiB) and the two outputs; what the checks compare
+across calls (the previous call's outputs, an output read early) are keyed fingerprints, not
+copies (:mod:`.fingerprint`). After a float64 reference the judge hands its cached blocks back
+to the driver: the candidate's process shares the GPU.
 """
 
 from __future__ import annotations
@@ -27,13 +29,13 @@ from typing import Any
 
 import torch
 
-from .compare import compare, rel_err, same
-from .fingerprint import Fingerprinter
+from .compare import compare, rel_err
+from .fingerprint import Fingerprinter, Snapshot
 from .memory import MB
 from .precision import PrecisionClass
 from .remote import RemoteCandidate
 from .roofline import tensor_bytes
-from .trees import clone, flatten, pristine, release
+from .trees import clone, flatten, release
 
 CALLS_PER_TRIAL = 2  # the same instances called twice: catches results cached in self or by data pointer
 
@@ -77,6 +79,7 @@ class Verifier:
         self.inputs_bytes = 0
         self.pick = random.SystemRandom()  # which call of a trial is compared with float64
         self.reference_changes_inputs = False
+        self.drawn_from = 0  # the seed of the last inputs drawn
 
     def run(self, trials: int, seed: int) -> Verdict:
         """``trials`` fresh model pairs from seeds derived from ``seed``; each pair is called
@@ -197,6 +200,7 @@ class Verifier:
         return reference
 
     def _inputs(self, seed: int, reuse: list[Any] | None) -> list[Any]:
+        self.drawn_from = seed
         torch.manual_seed(seed)
         with torch.device(self.device):
             fresh = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in self.task.get_inputs()]
@@ -211,18 +215,27 @@ class Verifier:
     def _reference_call(self, reference: torch.nn.Module, inputs: list[Any]) -> tuple[Any, bool]:
         """The reference's output on ``inputs`` and whether it changed them (they are then
         restored: the candidate gets the same values)."""
-        before = pristine(inputs)
+        before = Snapshot(inputs, self.fingerprints)
         with torch.no_grad():
             out = reference(*inputs)
         _sync(self.device)
         self.output_spec = [_spec(t) for t in flatten(out)]
-        changed = not same(inputs, before)
+        changed = not before.matches(inputs)
         self.reference_changes_inputs |= changed
         if changed:
             out = own_storage(out, inputs)  # an output that is a view of the inputs
-            for target, source in zip(inputs, before, strict=True):
-                if isinstance(target, torch.Tensor):
-                    target.copy_(source)
+            if before.copy is not None:
+                for target, source in zip(inputs, before.copy, strict=True):
+                    if isinstance(target, torch.Tensor):
+                        target.copy_(source)
+            else:  # fingerprinted (multi-GB): the same draw again, into the same tensors
+                self._inputs(self.drawn_from, reuse=inputs)
+                if not before.matches(inputs):
+                    raise RuntimeError(
+                        "the task's get_inputs() draws other values from the same seed, and its Model "
+                        "changes its multi-GB inputs in place: kforge cannot restore them for the "
+                        "candidate; draw the inputs from torch's generator only"
+                    )
         return out, changed
 
     def _fp64_errors(

@@ -8,11 +8,14 @@ import json
 import os
 import struct
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 import torch
+from kforge.tools.evaluate import EvalOptions, evaluate
+from kforge.tools.result import Status
 from kforge.tools.sandbox import shared_file
+from kforge.tools.task import Task
 from kforge.tools.wire import DTYPES, Channel, WireError
 
 
@@ -98,3 +101,23 @@ def test_shared_memory_named_on_a_channel_without_it_is_refused() -> None:
     receiver = Channel(os.fdopen(r, "rb"), None)  # type: ignore[arg-type]
     with pytest.raises(WireError, match="without it"):
         receiver.recv()
+
+
+@pytest.mark.slow
+def test_a_message_larger_than_a_worker_may_write_a_file_goes_through(
+    monkeypatch: pytest.MonkeyPatch,
+    fixture_task: Callable[[str], Task],
+    fixture_source: Callable[[str], str],
+    make_cpu_options: Callable[..., EvalOptions],
+) -> None:
+    """Workers may write no file past MAX_FILE_BYTES (RLIMIT_FSIZE, 1 GiB); the shared file is
+    sized by the parent, so a message past it (KernelBench's 7 GB inputs: every candidate of
+    InstanceNorm failed on the H100 on 2026-11-27 when the sender grew the file) still goes."""
+    from kforge.tools import process
+
+    monkeypatch.setattr(process, "MAX_FILE_BYTES", 16 << 20)  # read by the forked child before exec
+    result = evaluate(
+        fixture_task("large_scale"), fixture_source("candidates/large_scale_torch.py"), make_cpu_options()
+    )
+    assert result.inputs_mb == pytest.approx(64)
+    assert result.status == Status.OK, result.log[-2000:]

@@ -215,13 +215,23 @@ class Pair:
     candidate_env: dict[str, str]
 
 
+SHARED_BYTES = 1 << 40  # the shared file's size: sparse, only the pages a message touches are memory
+
+
 def shared_file() -> int | None:
     """A shared memory file for a judge and its candidate's worker (None where the platform has
-    no memfd: the tensors then go through the pipes)."""
+    no memfd: the tensors then go through the pipes). Sized here, where no RLIMIT_FSIZE holds:
+    the workers may not grow a file past MAX_FILE_BYTES (1 GiB), and a 7 GB message must fit."""
     try:
-        return os.memfd_create("kforge-pair", 0)  # not inherited except where passed explicitly
+        fd = os.memfd_create("kforge-pair", 0)  # not inherited except where passed explicitly
     except (AttributeError, OSError):
         return None
+    try:
+        os.ftruncate(fd, SHARED_BYTES)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
 
 
 def run_pair(pair: Pair, limits: Limits) -> tuple[WorkerOutcome, WorkerOutcome]:

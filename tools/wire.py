@@ -148,8 +148,11 @@ class Channel:
 
     def _write_shared(self, blobs: list[torch.Tensor], total: int) -> None:
         assert self.shared is not None
-        if os.fstat(self.shared).st_size < total:
-            os.ftruncate(self.shared, total)
+        held = os.fstat(self.shared).st_size
+        if (
+            held < total
+        ):  # the parent sized it (sandbox.SHARED_BYTES); a worker may not grow a file past 1 GiB
+            raise WireError(f"a message of {total} bytes for a shared file of {held}")
         with mmap.mmap(self.shared, total) as mm:
             buf = torch.frombuffer(mm, dtype=torch.uint8, count=total)
             at = 0

@@ -174,7 +174,8 @@ def test_multi_gb_inputs_are_fingerprinted_not_copied_and_a_change_is_still_seen
     meter = MemoryMeter(torch.device("cpu"))
     before = fingerprint.Snapshot([x], prints)
     assert before.copy is None and before.matches([x])
-    assert meter.peak_mb() < 48, f"the snapshot held {meter.peak_mb():.0f} MB for a 256 MB input"
+    # a copy is 256 MB; the fingerprint's slices and malloc's arenas 30-64 MB (64 beside CI's other worker)
+    assert meter.peak_mb() < 128, f"the snapshot held {meter.peak_mb():.0f} MB for a 256 MB input"
     x[-1] = -x[-1] if x[-1] else 1.0
     assert not before.matches([x])
     small = fingerprint.Snapshot([torch.ones(3)], prints)

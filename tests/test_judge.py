@@ -30,6 +30,7 @@ ATTACKS = {
     "corrupt_randn": "scale_relu",
     "precision_after_first": "scale_relu",
     "fallback_suppress": "scale_relu",
+    "shrink_shared_file": "scale_relu",
     "patch_judge_clock": "matmul_heavy",
     "lazy_checksum": "matmul_heavy",
     "slow_baseline": "matmul_heavy",
@@ -108,6 +109,12 @@ def test_the_task_cannot_be_shrunk_from_the_candidates_process(
 
 def test_inputs_and_weights_come_from_the_judge(results: dict[str, Result]) -> None:
     _never_ok(results["corrupt_randn"])
+
+
+def test_a_candidate_that_shrinks_the_shared_channel_ends_its_evaluation(results: dict[str, Result]) -> None:
+    result = results["shrink_shared_file"]
+    assert result.status == Status.RUNTIME_ERROR, (result.status, result.log[-600:])
+    _never_ok(result)
 
 
 def test_precision_lowered_after_the_first_call_is_caught(results: dict[str, Result]) -> None:

@@ -299,6 +299,57 @@ def test_children_that_together_pass_the_limit_end_the_worker(
     assert "candidate worker exceeded the host memory limit" in result.log
 
 
+SHARED_HOG = """
+import mmap
+import os
+
+import torch
+import torch.nn as nn
+
+
+def _fill_the_channel_file():
+    # the shared memory file between judge and worker, 1.5 GB of it written 64 MB at a time:
+    # mapped and unmapped piece by piece, none of it stays in this process's resident size
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if "kforge-pair" not in os.readlink(f"/proc/self/fd/{fd}"):
+                continue
+        except OSError:
+            continue
+        piece = 64 << 20
+        for at in range(1 << 30, (1 << 30) + (3 << 29), piece):  # past the 1 GiB pwrite may reach
+            with mmap.mmap(int(fd), piece, offset=at) as m:
+                for page in range(0, piece, 4096):
+                    m[page] = 1
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(features))
+        self.bias = nn.Parameter(torch.randn(features))
+
+    def forward(self, x):
+        _fill_the_channel_file()
+        return torch.relu(x * self.weight + self.bias)
+"""
+
+
+def test_memory_held_in_the_shared_channel_file_counts_against_the_candidate(
+    scale_relu: Task, make_cpu_options: Callable[..., EvalOptions], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The judge and the worker share a memory file for tensors (tools/wire.py); a candidate
+    that writes 1.5 GB into it, a piece at a time, holds that memory in no process's resident
+    size: the watchdog counts the file's pages against the candidate and ends it. (The static
+    checks, off here, would reject the source first: this is the boundary behind them.)"""
+    from kforge.tools import evaluate as evaluate_module
+
+    monkeypatch.setattr(evaluate_module, "static_cheats", lambda *args: [])
+    result = evaluate(scale_relu, SHARED_HOG, make_cpu_options(memory_limit_gb=1.0))
+    assert result.status == Status.RUNTIME_ERROR, (result.status, result.log[-1500:])
+    assert "candidate worker exceeded the host memory limit" in result.log
+
+
 def test_the_default_memory_limit_fits_this_host() -> None:
     from kforge.tools.evaluate import default_memory_gb
 

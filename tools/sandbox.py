@@ -120,10 +120,14 @@ class _Watched:
     out_of_memory: bool = False
 
 
-def _watch(watched: list[_Watched], limits: Limits, start: float, grace_s: float = 5.0) -> None:
+def _watch(
+    watched: list[_Watched], limits: Limits, start: float, grace_s: float = 5.0, shared: int | None = None
+) -> None:
     """Until the first process (the one that reports) exits, or the time limit: a process over
     the memory limit is killed, with everything it started. The others get ``grace_s`` to
-    finish after the first, then are killed too."""
+    finish after the first, then are killed too. The memory a ``shared`` file holds counts
+    against the last process (the candidate's worker): pages written into it with ``pwrite``,
+    or mapped and unmapped one piece at a time, are in no process's resident size."""
     mem_limit_kb = limits.memory_limit_gb * 2**20
     main = watched[0]
     try:
@@ -134,7 +138,8 @@ def _watch(watched: list[_Watched], limits: Limits, start: float, grace_s: float
                     _kill_group(w.proc)
                 break
             for w in watched:
-                if w.proc.poll() is None and _rss_kb(w.proc.pid, mem_limit_kb) > mem_limit_kb:
+                held = _file_kb(shared) if shared is not None and w is watched[-1] else 0.0
+                if w.proc.poll() is None and held + _rss_kb(w.proc.pid, mem_limit_kb - held) > mem_limit_kb:
                     w.out_of_memory = True
                     _kill_group(w.proc)
             time.sleep(0.05)
@@ -149,6 +154,14 @@ def _watch(watched: list[_Watched], limits: Limits, start: float, grace_s: float
         _kill_group(w.proc)
     for w in watched:
         w.proc.wait()
+
+
+def _file_kb(fd: int) -> float:
+    """Kilobytes of memory a (sparse) file's written pages hold."""
+    try:
+        return os.fstat(fd).st_blocks / 2  # 512-byte blocks
+    except OSError:
+        return 0.0
 
 
 def _outcome(w: _Watched, result: dict[str, Any] | None, start: float, log: Path, **kw: Any) -> WorkerOutcome:
@@ -263,11 +276,15 @@ def run_pair(pair: Pair, limits: Limits) -> tuple[WorkerOutcome, WorkerOutcome]:
         [sys.executable, *WORKER, str(paths[1])],
         pair.candidate_dir, pair.candidate_env, limits, pair.candidate_dir / LOG_FILE, cand_fds,
     )  # fmt: skip
-    for fd in {*judge_fds, *cand_fds}:
+    for fd in {*judge_fds, *cand_fds} - {shared}:
         os.close(fd)  # each end lives in its worker only: a dead worker is an end of stream
     reader = _ResultReader(result[0])
     watched = [_Watched(judge), _Watched(cand)]
-    _watch(watched, limits, start)
+    try:
+        _watch(watched, limits, start, shared=shared)  # the shared file's pages count too
+    finally:
+        if shared is not None:
+            os.close(shared)
     return (
         _outcome(watched[0], reader.result(), start, pair.judge_dir / LOG_FILE),
         _outcome(watched[1], None, start, pair.candidate_dir / LOG_FILE),

@@ -97,9 +97,9 @@ def same(a: Any, b: Any) -> bool:
 def chunks(
     x: torch.Tensor, y: torch.Tensor, to_double: bool = True
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """Matching slices of two same-shaped tensors, CHUNK elements at a time, on x's device:
-    comparisons make temporaries of one slice, not of a whole multi-GB tensor."""
+    """Matching slices of two same-shaped tensors, CHUNK elements at a time: comparisons make
+    temporaries of one slice, not of a whole multi-GB tensor."""
     fx, fy = x.reshape(-1), y.reshape(-1)
     for start in range(0, max(fx.numel(), 1), CHUNK):
-        cx, cy = fx[start : start + CHUNK], fy[start : start + CHUNK].to(x.device)  # y may be a host copy
+        cx, cy = fx[start : start + CHUNK], fy[start : start + CHUNK]
         yield (cx.double(), cy.double()) if to_double else (cx, cy)

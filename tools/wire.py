@@ -148,10 +148,9 @@ class Channel:
 
     def _write_shared(self, blobs: list[torch.Tensor], total: int) -> None:
         assert self.shared is not None
+        # the parent sized the file (sandbox.SHARED_BYTES): a worker may not grow one past 1 GiB
         held = os.fstat(self.shared).st_size
-        if (
-            held < total
-        ):  # the parent sized it (sandbox.SHARED_BYTES); a worker may not grow a file past 1 GiB
+        if held < total:
             raise WireError(f"a message of {total} bytes for a shared file of {held}")
         with mmap.mmap(self.shared, total) as mm:
             buf = torch.frombuffer(mm, dtype=torch.uint8, count=total)

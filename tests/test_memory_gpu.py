@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 from kforge.tools.evaluate import EvalOptions, evaluate_many
 from kforge.tools.result import Result, Status
 from kforge.tools.task import load_task
+from kforge.tools.verify import FP64_MEMORY_NOTE
 
 pytestmark = pytest.mark.gpu
 
@@ -89,3 +91,22 @@ def test_an_in_place_write_to_a_multi_gb_input_is_still_caught(big_results: list
     writer = big_results[1]
     assert writer.status == Status.REJECTED, writer.log[-3000:]
     assert any("inputs modified in place" in c for c in writer.cheats), writer.cheats
+
+
+def test_filling_the_gpu_does_not_switch_the_float64_check_off(
+    fixture_task: Callable[[str], Any],
+    fixture_source: Callable[[str], str],
+    make_gpu_options: Callable[..., EvalOptions],
+) -> None:
+    """A bfloat16 softmax inside the fp32 tolerance is caught only against float64; the candidate
+    fills the GPU so that the judge's float64 reference runs out of memory."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    result = evaluate_many(
+        fixture_task("softmax_wide"),
+        [fixture_source("cheats/precision_bf16_fills_gpu.py")],
+        make_gpu_options(compile_baseline=False),
+    )[0]
+    assert result.status != Status.OK, (result.status, result.log[-2000:])
+    assert FP64_MEMORY_NOTE not in result.flags
+    print(f"{result.status.value}: {result.cheats} {result.log[-300:]}")

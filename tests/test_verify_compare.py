@@ -182,6 +182,34 @@ def test_multi_gb_inputs_are_fingerprinted_not_copied_and_a_change_is_still_seen
     assert small.copy is not None and small.matches([torch.ones(3)]) and not small.matches([torch.zeros(3)])
 
 
+def test_a_candidate_filling_the_gpu_cannot_switch_the_float64_check_off(monkeypatch) -> None:
+    """The candidate's process shares the GPU: one that fills it makes the judge's float64
+    reference run out of memory, and without float64 figures a bfloat16 answer inside the fp32
+    tolerance would pass. Inputs up to HOST_FP64_BYTES get their float64 answer on the CPU
+    instead; only larger ones go without it, flagged."""
+    failed = []
+
+    class FirstOnFull(torch.nn.Module):  # out of memory on its first float64 forward only
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if x.dtype == torch.float64 and not failed:
+                failed.append(True)
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 MiB.")
+            return x * 3
+
+    missed: list[str] = []
+    out = verify._reference64(FirstOnFull(), [torch.ones(4)], missed)
+    assert (
+        failed
+        and missed == []
+        and out.dtype == torch.float64
+        and torch.equal(out, torch.full((4,), 3.0, dtype=torch.float64))
+    )
+    failed.clear()
+    monkeypatch.setattr(verify, "HOST_FP64_BYTES", 8)  # 16 bytes of input: too large for the host
+    assert verify._reference64(FirstOnFull(), [torch.ones(4)], missed) is None
+    assert missed == [verify.FP64_MEMORY_NOTE]
+
+
 class _Task:
     """A task module's two functions; ``drift`` makes get_inputs ignore torch's seed."""
 

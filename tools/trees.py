@@ -19,19 +19,20 @@ def flatten(obj: Any) -> list[Any]:
     return [obj]
 
 
-def clone(obj: Any) -> Any:
-    """A copy whose tensors own their memory (detached), with the same nesting."""
+def clone(obj: Any, to: torch.device | None = None) -> Any:
+    """A copy whose tensors own their memory (detached), with the same nesting; on device ``to``
+    where given."""
     if isinstance(obj, torch.Tensor):
-        return obj.detach().clone()
+        return obj.detach().clone() if to is None else obj.detach().to(to, copy=True)
     if isinstance(obj, list | tuple):
-        return type(obj)(clone(x) for x in obj)
+        return type(obj)(clone(x, to) for x in obj)
     if isinstance(obj, MutableMapping):
         copied = copy.copy(obj)  # the same type (a ModelOutput stays one), its values cloned
         for key, value in obj.items():
-            copied[key] = clone(value)
+            copied[key] = clone(value, to)
         return copied
     if isinstance(obj, Mapping):
-        return {key: clone(value) for key, value in obj.items()}
+        return {key: clone(value, to) for key, value in obj.items()}
     return obj
 
 

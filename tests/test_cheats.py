@@ -44,7 +44,7 @@ CPU_CHEATS: dict[str, tuple[str, str]] = {
     "precision_bf16": ("softmax_wide", "precision lowered: error vs float64"),
 }
 # Needs CUDA to show at all (see tests/test_cheats_gpu.py).
-GPU_ONLY_CHEATS = {"side_stream"}
+GPU_ONLY_CHEATS = {"side_stream", "precision_bf16_fills_gpu"}  # the second: tests/test_memory_gpu.py
 # Must simply never be ok: a wrong constant; operands cut to bf16's significand behind a tl.dot
 # that declares 3xTF32 (which strict fp32 allows); one TF32 pass through kforge's own 3xTF32
 # kernel (an import candidates may make) with the remainders zeroed, and the same through its

@@ -105,6 +105,70 @@ def test_previous_trials_candidates_are_freed_even_in_reference_cycles() -> None
     assert max(most_alive) == 1, most_alive
 
 
+def test_the_worker_hands_its_cached_memory_back_after_each_call_and_timing_answer(monkeypatch) -> None:
+    """The judge computes its references and times eager on the GPU the worker shares, right
+    after the worker answers: memory the worker holds cached there (a call's output, already
+    sent, and its temporaries) is memory the judge cannot allocate. On an H100 the judge's
+    answers for a 7 GB InstanceNorm ran out beside a worker that held 40 GB that way. The
+    worker releases after every call's answer is sent (the output it sent is gone by then),
+    and, once timing is lean, after every answer."""
+    import types
+    import weakref
+
+    from kforge.tools import candidate_worker
+    from kforge.tools.candidate_worker import CandidateServer
+    from kforge.tools.guards import PrecisionGuard, ThreadGuard, TimerGuard
+
+    events: list[str] = []
+    sent: list[weakref.ref] = []
+
+    class Channel:
+        def __init__(self, messages):
+            self.messages = list(messages)
+
+        def recv(self, device):
+            return self.messages.pop(0)
+
+        def send(self, kind, fields=None, tree=None):
+            events.append(f"send {kind}")
+            if isinstance(tree, torch.Tensor):
+                sent.append(weakref.ref(tree))
+
+    def release(device):
+        events.append("release")
+        events.append("output gone" if all(ref() is None for ref in sent) else "output held")
+
+    monkeypatch.setattr(candidate_worker, "release", release)
+
+    class ModelNew(torch.nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    x = torch.randn(4, 8)
+    sets = [[torch.randn(4, 8)], [torch.randn(4, 8)]]
+    messages = [
+        ("build", {"seed": 0}, []),
+        ("call", {"spec": []}, [x]),
+        ("timing_sets", {"checksum_seed": 1, "lean": True}, sets),
+        ("warm", {"calls": 1}, None),
+        ("exit", {}, None),
+    ]
+    spec = {"device": "cpu", "timing_trials": 3, "candidate_path": "none"}
+    guards = (TimerGuard(), PrecisionGuard(), ThreadGuard("none"))
+    server = CandidateServer(Channel(messages), spec, types.SimpleNamespace(ModelNew=ModelNew), guards)  # type: ignore[arg-type]
+    del x
+    server.serve()
+    answers = [i for i, e in enumerate(events) if e == "send ok"]
+    assert len(answers) == 4, events  # build, call, timing sets, warm-up
+    assert events[: answers[1]] == ["send ok", "release", "output gone"], (
+        events
+    )  # build; the call's own release
+    assert events[answers[1] + 1 : answers[1] + 3] == ["release", "output gone"], (
+        events
+    )  # after the call's answer
+    assert events[-3:] == ["send ok", "release", "output gone"], events  # lean: after the warm-up too
+
+
 EXACT = (
     "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return {expr}\n"
 )

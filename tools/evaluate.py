@@ -18,6 +18,7 @@ from typing import Any
 
 from . import profile
 from .cache import default_cache_dir
+from .fingerprint import COPY_BYTES
 from .phases import phases_shown
 from .quiet import timing_env
 from .result import Result, Roofline, Status
@@ -36,6 +37,9 @@ class EvalOptions:
     timeout_s: float = 300.0  # wall-clock limit of one worker
     memory_limit_gb: float = dataclasses.field(default_factory=lambda: default_memory_gb())  # per worker
     compile_baseline: bool = True  # also time torch.compile(Model) in the same worker
+    lean_bytes: int = (
+        COPY_BYTES  # inputs over this are timed lean (timing.InputSwitcher: two copies, not three)
+    )
     ncu: bool = False  # add Nsight Compute metrics when ncu is present
     sanitize: bool = False  # run compute-sanitizer memcheck and racecheck
     seed: int = 0
@@ -297,6 +301,7 @@ def _job(
         "trials": options.trials,
         "timing_trials": options.timing_trials,
         "compile_baseline": options.compile_baseline,
+        "lean_bytes": options.lean_bytes,
         "seed": options.seed,
     }
     scratch.mkdir(parents=True, exist_ok=True)

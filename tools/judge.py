@@ -20,6 +20,7 @@ import torch
 from .checksum import Checksum, norms
 from .claims import copy_bandwidth_gbps, hidden_time_reason, light_reason, stale_reason
 from .compare import rel_err
+from .fingerprint import COPY_BYTES
 from .guards import set_precision_flags
 from .hardware import detect_gpu
 from .memory import MemoryMeter
@@ -77,7 +78,7 @@ def _wait_ready(job: Job, channel: Channel) -> Result | None:
 
 
 def _verify_and_time(job: Job, task: Any, candidate: RemoteCandidate) -> Result:
-    verifier = Verifier(task, candidate, job.device, job.precision)
+    verifier = Verifier(task, candidate, job.device, job.precision, job.spec.get("lean_bytes", COPY_BYTES))
     job.meter = MemoryMeter(job.device)
     with job.phase("verify"):
         verdict = verifier.run(job.spec["trials"], job.spec["seed"])
@@ -150,16 +151,31 @@ def time_candidate(
     """The candidate (in its process) timed against eager and torch.compile (here) in the
     same interleaved rounds, and the judge's checks of its claims: (timings, cheats)."""
     with job.phase("timing: inputs and answers"):
+        candidate.request("timing", "ping")  # answered once the worker handed its cached memory back
         sets = [verifier.fresh_inputs(), verifier.fresh_inputs()]
         checksum = Checksum(random.SystemRandom().randrange(2**62), job.device)
         expected, limit = _expected(trial.reference, sets, checksum, job, ref_fp64_err, verifier)
+    # Inputs over a GiB: two copies of them in each process, not three, and each side's cached
+    # memory back to the driver after its blocks (the other needs it next); see InputSwitcher.
+    lean = tensor_bytes(trial.inputs) > job.spec.get("lean_bytes", COPY_BYTES)
     with job.phase("timing: sets to the candidate"):
-        candidate.request("timing", "timing_sets", {"checksum_seed": checksum.seed}, sets)
+        candidate.request("timing", "timing_sets", {"checksum_seed": checksum.seed, "lean": lean}, sets)
     remote = RemoteSlot(candidate)
+    swap = lean and not verifier.reference_changes_inputs
+    switcher = InputSwitcher(trial.inputs, sets[0], sets[1], swap=swap)
+    if lean:
+        how = (
+            "inputs and one spare set, swapped in place"
+            if swap
+            else "three copies: the reference writes its inputs"
+        )
+        job.note(
+            f"timing lean ({tensor_bytes(trial.inputs) / 2**20:.0f} MB of inputs): {how}; cached memory released after each block"
+        )
+    del sets  # with swap, the first set's tensors go: its values are in the inputs now
 
     def local(fn: Any) -> LocalSlot:  # eager and torch.compile switch inputs and checksum like the candidate
-        switcher = InputSwitcher(trial.inputs, sets[0], sets[1])
-        return LocalSlot(timer, no_grad(fn), switcher, checksum.of)
+        return LocalSlot(timer, no_grad(fn), switcher, checksum.of, release=lean)
 
     reference = trial.reference
 
@@ -173,7 +189,9 @@ def time_candidate(
     stale = stale_reason(remote.checksums, remote.sets, expected, limit)
     if not stale:
         turn, last = remote.fetch_last()
-        stale = verifier.recheck(last, reference, sets[turn], limit) if turn in (0, 1) else "no set"
+        stale = (
+            verifier.recheck(last, reference, switcher.values(turn), limit) if turn in (0, 1) else "no set"
+        )
         if stale and not stale.startswith("precision lowered"):
             stale = f"what was timed is not what was verified (stale or cached results): {stale}"
     cheats += [stale] if stale else []

@@ -136,6 +136,9 @@ class RemoteSlot:
         self.sets += sets
         return times
 
+    def after_block(self) -> None:
+        pass  # the worker hands its own cached memory back (CandidateServer.serve)
+
     def fetch_last(self) -> tuple[int, Any]:
         """The output of the last timed call and the input set it ran on."""
         reply, out = self.candidate.request("timing", "last_output")

@@ -43,10 +43,14 @@ class Slot(Protocol):
 
     def block(self, size: int) -> list[float]: ...
 
+    def after_block(self) -> None: ...  # untimed, after each block and after the warm-up
+
 
 class LocalSlot:
     """A callable of this process, timed by ``timer`` (``before`` and ``after`` as in
-    :meth:`Timer.run_block`)."""
+    :meth:`Timer.run_block`). With ``release``, the GPU memory its calls left cached goes back
+    to the driver after each block: the candidate's process, timed next on the same GPU,
+    cannot allocate what this one holds cached (KernelBench's 7-8 GB inputs and outputs)."""
 
     def __init__(
         self,
@@ -54,8 +58,10 @@ class LocalSlot:
         fn: Callable[[], Any],
         before: Callable[[], None] | None = None,
         after: Callable[[Any], Any] | None = None,
+        release: bool = False,
     ) -> None:
         self.timer, self.fn, self.before, self.after = timer, fn, before, after
+        self.release = release
         self.last_output: Any = None
 
     def warm(self, calls: int) -> None:
@@ -67,8 +73,12 @@ class LocalSlot:
 
     def block(self, size: int) -> list[float]:
         times = self.timer.run_block(self.fn, self.before, size, self.after)
-        self.last_output = self.timer.last_output
+        self.last_output, self.timer.last_output = self.timer.last_output, None
         return times
+
+    def after_block(self) -> None:
+        if self.release and self.timer.device.type == "cuda":
+            torch.cuda.empty_cache()
 
 
 class Timer:
@@ -95,7 +105,12 @@ class Timer:
         """Median and spread of ``fn``'s time. ``before_each`` runs outside the timed region
         before every run (the evaluator changes the input values there); the output of the
         last run is kept in ``last_output``."""
-        return self.time_many({"fn": LocalSlot(self, fn, before_each)})["fn"]
+        kept: list[Any] = []
+        timing = self.time_many(
+            {"fn": LocalSlot(self, fn, before_each)}, on_last=lambda _, out: kept.append(out)
+        )
+        self.last_output = kept[-1] if kept else None
+        return timing["fn"]
 
     def time_many(
         self, slots: dict[str, Slot], *, on_last: Callable[[str, Any], None] | None = None
@@ -115,6 +130,7 @@ class Timer:
         names = list(slots)
         for name in names:
             slots[name].warm(self.warmup)
+            slots[name].after_block()
         self.sync()
         samples: dict[str, list[float]] = {name: [] for name in names}
         self.walls = {name: [] for name in names}
@@ -136,6 +152,8 @@ class Timer:
                 self.walls[name].append((_perf_counter() - start) * 1e3)
                 if last and on_last is not None:
                     on_last(name, slots[name].last_output)
+                slots[name].last_output = None  # one output alive at a time (see _one)
+                slots[name].after_block()
             rounds += 1
             if last:
                 return {name: summarize(samples[name]) for name in names}
@@ -153,6 +171,7 @@ class Timer:
     ) -> list[float]:
         """An untimed opening call, then ``size`` timed calls; ``before`` and ``after(output)``
         run outside the timed region around each timed call."""
+        self.last_output = None  # gone before the opening call too (see _one)
         if size > 1:  # the untimed opening call
             fn()
             self.sync()
@@ -179,6 +198,10 @@ class Timer:
             self.walls, self.samples = walls, samples
 
     def _one(self, fn: Callable[[], Any]) -> float:
+        # The last call's output goes before this call makes its own: with a 5-8 GB output
+        # (KernelBench's current inputs), two held side by side in the judge and the worker
+        # each ran an 80 GB GPU out of memory.
+        self.last_output = None
         if self._flush is None:
             start = _perf_counter()
             self.last_output = fn()
@@ -230,26 +253,67 @@ def summarize(samples: list[float]) -> Timing:
 
 class InputSwitcher:
     """Alternates the values held by the input tensors between two sets that verification
-    never used, outside the timed region, from the first timed call on; the warm-up runs on
-    the last verified values. A candidate that returns a result it computed earlier (during
-    verification, warm-up or the previous timed call) while it is timed gives a wrong output
-    on the last timed call, whatever the number of calls. (With the warm-up on one of the two
-    sets, an even number of timed calls ended on the warm-up's values.)"""
+    never used, outside the timed region. Every timed call's output is checked against the
+    answer for its set (:mod:`.claims`), so a candidate that returns a result it computed
+    earlier (during verification, warm-up or the previous timed call) fails on some call.
 
-    def __init__(self, inputs: list[Any], first: list[Any], second: list[Any]) -> None:
+    Two ways to hold the sets. By default both are kept apart from the inputs and copied into
+    them before each call; the warm-up runs on the last verified values. With ``swap`` (inputs
+    over a GiB, which neither side changes in place) the inputs take the first set's values at
+    once and the second waits in ``spare``; each switch swaps the two in place, slice by slice.
+    Two copies of the inputs instead of three, in each of two processes on one GPU: with
+    KernelBench's 8 GB inputs the third ran an H100 out of memory."""
+
+    def __init__(self, inputs: list[Any], first: list[Any], second: list[Any], swap: bool = False) -> None:
         self.inputs = inputs
-        self.sets = [first, second]
-        self.turn = 1  # the first call loads ``first``
+        self.swap = swap
+        if swap:
+            _load(inputs, first)
+            self.sets: list[list[Any]] = []  # the caller's ``first`` can go: its values are in the inputs
+            self.spare = second
+            self.turn = 0
+        else:
+            self.sets = [first, second]
+            self.spare = []
+            self.turn = 1  # the first call loads ``first``
 
     def __call__(self) -> None:
         self.turn ^= 1
-        self._load()
+        if self.swap:
+            for live, other in zip(self.inputs, self.spare, strict=True):
+                if isinstance(live, torch.Tensor):
+                    _swap(live, other)
+        else:
+            _load(self.inputs, self.sets[self.turn])
 
-    def current(self) -> list[Any]:
-        """The set the inputs were last loaded from (never changed: only copied from)."""
-        return self.sets[self.turn]
+    def values(self, turn: int) -> list[Any]:
+        """The tensors that hold set ``turn``'s values now."""
+        if not self.swap:
+            return self.sets[turn]
+        return self.inputs if turn == self.turn else self.spare
 
-    def _load(self) -> None:
-        for target, source in zip(self.inputs, self.sets[self.turn], strict=True):
-            if isinstance(target, torch.Tensor):
-                target.copy_(source)
+
+SWAP_SLICE = 1 << 24  # elements swapped at a time (a 64 MB temporary for float32)
+
+
+def _load(targets: list[Any], sources: list[Any]) -> None:
+    for target, source in zip(targets, sources, strict=True):
+        if isinstance(target, torch.Tensor):
+            target.copy_(source)
+
+
+def _swap(a: torch.Tensor, b: torch.Tensor) -> None:
+    """Exchange the values of two tensors of one shape in place, with one slice's temporary."""
+    if not (a.is_contiguous() and b.is_contiguous()) or a.numel() <= SWAP_SLICE:
+        held = a.clone()
+        a.copy_(b)
+        b.copy_(held)
+        return
+    flat_a, flat_b = a.view(-1), b.view(-1)
+    held = torch.empty(SWAP_SLICE, dtype=a.dtype, device=a.device)
+    for start in range(0, flat_a.numel(), SWAP_SLICE):
+        x, y = flat_a[start : start + SWAP_SLICE], flat_b[start : start + SWAP_SLICE]
+        part = held[: x.numel()]
+        part.copy_(x)
+        x.copy_(y)
+        y.copy_(part)

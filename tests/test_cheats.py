@@ -146,3 +146,32 @@ def test_stale_results_are_caught_whatever_the_number_of_timed_runs(
     for name, result in zip(names, results, strict=True):
         assert result.status == Status.REJECTED, (name, timed_runs, result.status, result.log[-300:])
         assert any("stale or cached" in reason for reason in result.cheats), result.cheats
+
+
+def test_timing_lean_on_big_inputs_still_catches_every_cache(
+    fixture_task: Callable[[str], Task],
+    fixture_source: Callable[[str], str],
+    make_cpu_options: Callable[..., EvalOptions],
+) -> None:
+    """Inputs over a GiB are timed lean: two copies of them in each process (the inputs and a
+    spare, swapped in place), the warm-up on the first timed set, and two trials of five. With the threshold at 0,
+    every candidate that keeps results across calls or changes its inputs is still rejected for
+    it, and an honest one is still ok."""
+    names = [
+        "cache_across_calls",
+        "cache_data_ptr",
+        "cache_in_self",
+        "cache_after_warmup",
+        "stale_after_warmup",
+    ]
+    names += ["inplace_inputs"]
+    sources = [fixture_source(f"cheats/{name}.py") for name in names] + [
+        fixture_source("candidates/scale_relu_torch.py")
+    ]
+    results = evaluate_many(fixture_task("scale_relu"), sources, make_cpu_options(lean_bytes=0))
+    for name, result in zip(names, results, strict=False):
+        assert result.status == Status.REJECTED, (name, result.status, result.log[-400:])
+        assert any(CPU_CHEATS[name][1] in reason for reason in result.cheats), (name, result.cheats)
+    assert results[-1].status == Status.OK, results[-1].log[-600:]
+    assert "lean" in results[-1].log, results[-1].log[-600:]
+    assert results[-1].trials == 2 and "0 MB: 2 trials of 5" in " ".join(results[-1].flags), results[-1].flags

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from .compare import compare, rel_err
-from .fingerprint import Fingerprinter, Snapshot
+from .fingerprint import COPY_BYTES, Fingerprinter, Snapshot
 from .memory import MB
 from .precision import PrecisionClass
 from .remote import RemoteCandidate
@@ -38,6 +38,9 @@ from .roofline import tensor_bytes
 from .trees import clone, flatten, release
 
 CALLS_PER_TRIAL = 2  # the same instances called twice: catches results cached in self or by data pointer
+BIG_INPUT_SHARE = (
+    0.4  # inputs over big_bytes (1 GiB): this share of the trials (at least 2), each over billions of values
+)
 
 
 @dataclasses.dataclass
@@ -68,8 +71,10 @@ class Verifier:
         candidate: RemoteCandidate,
         device: torch.device,
         precision: PrecisionClass,
+        big_bytes: int = COPY_BYTES,
     ) -> None:
         self.task = task
+        self.big_bytes = big_bytes  # inputs over this get fewer trials (BIG_INPUT_SHARE)
         self.candidate = candidate
         self.device = device
         self.precision = precision
@@ -93,6 +98,12 @@ class Verifier:
                 gc.collect()  # holds its buffers, say a CUDA graph's static inputs, until collected
             previous = self._trial(t, seed * 7919 + t * 1000, verdict, previous)
             if verdict.cheats or not verdict.correct:
+                break
+            few = max(2, math.ceil(BIG_INPUT_SHARE * trials))
+            if self.inputs_bytes > self.big_bytes and t + 1 == few < trials:
+                # KernelBench's 4-8 GB inputs: a trial there took 20-30 s (drawing the values on
+                # the host, moving them both ways), five of them most of a task's time.
+                verdict.notes.append(f"inputs over {self.big_bytes / 2**20:.0f} MB: {few} trials of {trials}")
                 break
         if verdict.correct and verdict.fp64_rel_err is not None and verdict.ref_fp64_rel_err is not None:
             limit = max(self.precision.max_fp64_rel_err, 10 * verdict.ref_fp64_rel_err)

@@ -161,17 +161,7 @@ def time_candidate(
     with job.phase("timing: sets to the candidate"):
         candidate.request("timing", "timing_sets", {"checksum_seed": checksum.seed, "lean": lean}, sets)
     remote = RemoteSlot(candidate)
-    swap = lean and not verifier.reference_changes_inputs
-    switcher = InputSwitcher(trial.inputs, sets[0], sets[1], swap=swap)
-    if lean:
-        how = (
-            "inputs and one spare set, swapped in place"
-            if swap
-            else "three copies: the reference writes its inputs"
-        )
-        job.note(
-            f"timing lean ({tensor_bytes(trial.inputs) / 2**20:.0f} MB of inputs): {how}; cached memory released after each block"
-        )
+    switcher = _switcher(job, trial, verifier, sets, lean)
     del sets  # with swap, the first set's tensors go: its values are in the inputs now
 
     def local(fn: Any) -> LocalSlot:  # eager and torch.compile switch inputs and checksum like the candidate
@@ -207,6 +197,22 @@ def time_candidate(
             f"finished (timed: {median:.3f} ms): a side stream or thread"
         )
     return timings, cheats
+
+
+def _switcher(job: Job, trial: Trial, verifier: Verifier, sets: list[list[Any]], lean: bool) -> InputSwitcher:
+    """The judge's side of the timed sets: with ``lean``, the inputs and one spare swapped in
+    place unless the reference writes its inputs (InputSwitcher)."""
+    swap = lean and not verifier.reference_changes_inputs
+    switcher = InputSwitcher(trial.inputs, sets[0], sets[1], swap=swap)
+    if lean:
+        how = (
+            "inputs and one spare set, swapped in place"
+            if swap
+            else "three copies: the reference writes its inputs"
+        )
+        size = tensor_bytes(trial.inputs) / 2**20
+        job.note(f"timing lean ({size:.0f} MB of inputs): {how}; cached memory released after each block")
+    return switcher
 
 
 def _wall_clock(

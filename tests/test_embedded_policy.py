@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -255,3 +256,32 @@ def test_the_cpp_wrapper_goes_just_before_the_default_mode_where_a_call_is_short
     ordered = [s.family for s in EmbeddedPolicy(older).ordered(ctx)]
     cpp, default = ordered.index("compile-cpp-wrapper"), ordered.index("compile-default")
     assert abs(cpp - default) == 1 and (cpp < default) == before, ordered
+
+
+@pytest.mark.parametrize(("batch", "graphs"), [(4096, False), (4, True)])
+def test_no_cuda_graph_where_its_copies_of_gigabytes_cannot_win(tmp_path: Path, batch: int, graphs: bool):
+    """A CUDA graph copies the inputs in and the outputs out on every call. On an H100, KernelBench's
+    4 GB cumsum took 10.4 ms under reduce-overhead and 4.0 under compile, and its 7 GB
+    InstanceNorm ran out of memory under a graph: past a GiB of a memory-bound forward of a few
+    kernels no graph strategy is proposed, in the first round or as a tuning of a winner. The
+    same forward at 4 MB keeps them."""
+    source = (
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        "    def forward(self, x):\n        return torch.cumsum(torch.tanh(x) * 2, dim=1)\n\n\n"
+        f"def get_inputs():\n    return [torch.rand({batch}, 262144)]\n\n\ndef get_init_inputs():\n    return []\n"
+    )
+    (tmp_path / "cumsum_big.py").write_text(source)
+    task = load_task(tmp_path / "cumsum_big.py")
+    ctx = Context(
+        task=task, hardware=H100, precision="fp32", baseline=_baseline(13.0, 3.5), docs=[], attempts=[]
+    )
+    policy = EmbeddedPolicy()
+    ordered = policy.ordered(ctx)
+    assert ordered and any(s.replays_graph for s in ordered) == graphs, [s.name for s in ordered]
+    first = policy.propose(ctx, 3)
+    attempts = [_measured(p, i, 3.0 + i) for i, p in enumerate(first)]
+    ctx.attempts = attempts
+    later = policy.propose(ctx, 3)
+    names = [p.strategy for p in first + later]
+    replays = [n for n in names if re.search(r"cuda-graph|reduce-overhead|max-autotune(?!-no-cudagraphs)", n)]
+    assert later and bool(replays) == graphs, names

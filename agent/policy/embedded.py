@@ -124,6 +124,8 @@ class EmbeddedPolicy:
         if task.features.random:
             return []
         specs = base_specs(task, ctx.precision, self._device(ctx))
+        if task.features.graph_cannot_win:
+            specs = [s for s in specs if not s.replays_graph]
         if self.families is not None:
             specs = [s for s in specs if s.family in self.families]
         bonus = evidence(task)
@@ -186,6 +188,8 @@ class EmbeddedPolicy:
             return [(s, "") for s in first + ordered]
         device = self._device(ctx)
         tuned = [(v, aid) for aid, spec in self._winners(ctx)[:2] for v in variants(spec, task, device)]
+        if task.features.graph_cannot_win:
+            tuned = [(v, aid) for v, aid in tuned if not v.replays_graph]
         # Half the round (at least one) tunes the winners, the rest tries new strategies.
         n_tuned = max(1, k // 2) if tuned else 0
         return tuned[:n_tuned] + [(s, "") for s in ordered] + tuned[n_tuned:]

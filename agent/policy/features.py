@@ -44,6 +44,8 @@ RANDOM_OPS = ("bernoulli", "rand", "randn", "randint", "normal", "uniform", "mul
 
 
 MAX_OPS = 3000  # counting stops here: such a forward is launch-bound whatever the rest does
+GRAPH_MIN_BYTES = 1 << 30  # graph_cannot_win applies from here (inputs and outputs together)
+GRAPH_COPY_MARGIN = 4.0  # a graph's copies this many times the launches' host time: it cannot win
 
 
 class TooManyOps(RuntimeError):
@@ -106,6 +108,21 @@ class TaskFeatures:
             return launch_ms > LAUNCH_SHARE * self.eager_ms
         floor = self.floor_ms if self.floor_ms is not None else 0.0
         return launch_ms > 2.0 * floor
+
+    @property
+    def graph_cannot_win(self) -> bool:
+        """A CUDA graph copies the inputs into its static buffers and its outputs out on every
+        call: about twice the task's bytes of extra traffic, for at most the launches' host time
+        saved. Past a GiB, where that traffic takes GRAPH_COPY_MARGIN times the launches, a
+        graph cannot win, and its static copies beside the judge's and the worker's can run the
+        GPU out of memory. On an H100 (2026-11-27, KernelBench): L1 92's 4 GB cumsum took
+        10.4 ms under reduce-overhead and 4.0 under compile; L1 98's KL divergence (2 GB) 2.5
+        and 0.8; L1 34's InstanceNorm (7 GB) ran out of memory under a CUDA graph."""
+        if self.min_bytes < GRAPH_MIN_BYTES:
+            return False
+        gbps = spec_for(self.gpu or ASSUMED_GPU).peak_gbps or 0.0
+        copy_ms = 2.0 * self.min_bytes / (gbps * 1e6) if gbps else 0.0
+        return copy_ms > GRAPH_COPY_MARGIN * self.launches * LAUNCH_US * 1e-3
 
     @property
     def compute_bound(self) -> bool:

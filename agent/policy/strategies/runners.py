@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .source import Spec
 
-CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
+CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")  # as Spec.replays_graph
 
 EAGER_RUNNER = """\
 def _kforge_run(self, *args):

@@ -38,6 +38,13 @@ class Spec:
     note: str = ""  # one line on why it should help, for the plan
 
     @property
+    def replays_graph(self) -> bool:
+        """Runs from a captured CUDA graph: its inputs copied in and its outputs out on every call."""
+        return self.runner in ("cuda-graph", "compile-graph") or (
+            self.runner == "compile" and self.mode in ("reduce-overhead", "max-autotune")
+        )
+
+    @property
     def name(self) -> str:
         """Canonical: the same fields always give the same name (attempts are matched by it)."""
         runner = {

@@ -78,17 +78,24 @@ def _confirmations(measured: dict[str, Result], calls: list):
     """A stand-in for the engine's re-measure: each source's result by the strategy in its text
     (``NAME#2``: its second re-measure, where given)."""
 
-    def confirm(task, sources, settings, trials, seed):
+    def confirm(task, sources, settings, trials, seed, on_result=None):
         names = [s.split("# ")[1].split("\n")[0] for s in sources]
         calls.append((seed, names))
-        return [measured.get(f"{n}#{seed}", measured[n]) for n in names]
+        results = [measured.get(f"{n}#{seed}", measured[n]) for n in names]
+        for i, result in enumerate(results):
+            if on_result is not None:
+                on_result(i, result)
+        return results
 
     return confirm
 
 
-def _outcome(tmp_path: Path, monkeypatch, measured: dict[str, Result], finalists: int = 3):
-    _run(tmp_path / "run")[0].close()
-    (tmp_path / "run" / "task").mkdir()  # a finished run's folder: its reports are written again
+def _outcome(
+    tmp_path: Path, monkeypatch, measured: dict[str, Result], finalists: int = 3, resume: bool = False
+):
+    if not resume:
+        _run(tmp_path / "run")[0].close()
+    (tmp_path / "run" / "task").mkdir(exist_ok=True)  # a finished run's folder: its reports are written again
     (tmp_path / "run" / "task" / "albert.py").write_text(TASK.read_text())
     (tmp_path / "run" / "run.json").write_text('{"run_id": "run", "task": "task/albert.py"}')
     calls: list = []
@@ -183,4 +190,36 @@ def test_no_finalist_passing_leaves_the_search_best_unconfirmed(tmp_path, monkey
     line, calls, store = _outcome(tmp_path, monkeypatch, failed)
     assert len(calls) == 1 and line["status"] == "unconfirmed" and line["best_attempt_id"] == "r1-c1"
     assert store.confirmations("run")["r1-c1"].status is Status.INCORRECT
+    store.close()
+
+
+def test_a_confirmation_cut_off_by_the_calls_end_resumes_with_the_finalists_it_measured(
+    tmp_path, monkeypatch
+) -> None:
+    """KernelBench's 7 GB tasks took most of a 10-minute device call for their three finalists;
+    the call's end cut them off and the resumed task measured all three again, and was cut off
+    again. Each finalist's re-measure is stored as it ends: a resume measures only the others,
+    and a confirmation already made is not made twice."""
+    final = _result(3.45, 5.40, 3.60)
+    measured = CONFIRMED | {"cpp-wrapper+compile-default#2": final}
+    _run(tmp_path / "run")[0].close()
+    store = TrajectoryStore(tmp_path / "run" / "trajectories.db")
+    store.add_finalist(
+        "run", "r1-c1", CONFIRMED["fx-rewrite[attention-sdpa]+compile-default"]
+    )  # before the cut
+    store.close()
+    line, calls, store = _outcome(tmp_path, monkeypatch, measured, resume=True)
+    assert calls == [
+        (1, ["cpp-wrapper+compile-default", "fx-rewrite[attention-sdpa]+cpp-wrapper+compile-default"]),
+        (2, ["cpp-wrapper+compile-default"]),
+    ], calls
+    assert (
+        line["status"] == "ok"
+        and line["best_attempt_id"] == "r2-c2"
+        and line["speedup_vs_compile"] == 3.60 / 3.45
+    )
+    store.close()
+    calls.clear()  # cut off after the confirmation: nothing is measured again
+    line, calls, store = _outcome(tmp_path, monkeypatch, measured, resume=True)
+    assert calls == [] and line["speedup_vs_compile"] == 3.60 / 3.45
     store.close()

@@ -256,14 +256,23 @@ def _choose(
     (seed 2): picking the best of several noisy measurements favours lucky ones, the reported
     figure does not. Every re-measure is recorded in the run's store."""
     ids = finalists(list(attempts.values()), results, best_id, options.finalists)
-    first = _confirm(task, [attempts[i].source for i in ids], settings, options.trials, seed=1)
-    for i, result in zip(ids, first, strict=True):
-        store.add_finalist(run_id, i, result)
+    # Each re-measure is stored as it ends: a task cut off by a device call's end (a 7 GB task's
+    # three finalists took most of a 10-minute call) resumes with the ones it has.
+    todo = [i for i in ids if i not in store.finalists(run_id)]
+    if todo:
+
+        def keep(k: int, result: Result) -> None:
+            store.add_finalist(run_id, todo[k], result)
+
+        _confirm(task, [attempts[i].source for i in todo], settings, options.trials, seed=1, on_result=keep)
+    measured = store.finalists(run_id)
+    first = [measured[i] for i in ids]
     top = max(range(len(ids)), key=lambda k: _against_compile(first[k]))  # the first of equals
     chosen = ids[top] if _against_compile(first[top]) > 0 else best_id
     final = first[ids.index(chosen)]
     if len(ids) > 1 and final.status is Status.OK:
-        final = _confirm(task, [attempts[chosen].source], settings, options.trials, seed=2)[0]
+        done = store.confirmations(run_id).get(chosen)
+        final = done or _confirm(task, [attempts[chosen].source], settings, options.trials, seed=2)[0]
     store.add_confirmation(run_id, chosen, final)
     table = [
         {"attempt_id": i, "strategy": attempts[i].strategy, "status": r.status.value,
@@ -273,8 +282,16 @@ def _choose(
     return chosen, final, table
 
 
-def _confirm(task: Task, sources: list[str], settings: RunSettings, trials: int, seed: int) -> list[Result]:
+def _confirm(
+    task: Task,
+    sources: list[str],
+    settings: RunSettings,
+    trials: int,
+    seed: int,
+    on_result: OnResult | None = None,
+) -> list[Result]:
     """Candidates measured again on new inputs and weights (another seed), eager and
-    torch.compile timed beside each, so that both of its speedups come from one window."""
+    torch.compile timed beside each, so that both of its speedups come from one window.
+    ``on_result(index, result)`` hears each as it ends."""
     options = dataclasses.replace(eval_options(settings), seed=seed)
-    return BatchEvaluator(trials, time_compile=True).evaluate_many(task, sources, options)
+    return BatchEvaluator(trials, time_compile=True).evaluate_many(task, sources, options, on_result)

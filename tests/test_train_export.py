@@ -153,11 +153,15 @@ def test_a_cheat_copied_into_another_run_or_an_unconfirmed_best_is_never_a_targe
         ("r2-c0", 2, honest[1], _timed(Status.OK, 3.0)), ("r2-c1", 2, honest[2], _timed(Status.OK, 1.2)),
         ("r2-c2", 2, CHEAT, _timed(Status.OK, 2.5)), ("r2-c3", 2, honest[3], Result(status=Status.INCORRECT)),
     ])  # fmt: skip
-    monkeypatch.setattr(  # every finalist fails its re-measure
-        batch,
-        "_confirm",
-        lambda task, sources, *args, **kw: [Result(status=Status.INCORRECT, device="cpu")] * len(sources),
-    )
+
+    def confirm(task, sources, *args, on_result=None, **kw):  # every finalist fails its re-measure
+        failed = [Result(status=Status.INCORRECT, device="cpu")] * len(sources)
+        for i, result in enumerate(failed):
+            if on_result is not None:
+                on_result(i, result)
+        return failed
+
+    monkeypatch.setattr(batch, "_confirm", confirm)
     summary = SimpleNamespace(run_dir=tmp_path / "b", run_id="run-b", reason="done", best_attempt_id="r2-c0",
                               best_path=None)  # fmt: skip
     settings = RunSettings(device="cpu")

@@ -37,9 +37,8 @@ class EvalOptions:
     timeout_s: float = 300.0  # wall-clock limit of one worker
     memory_limit_gb: float = dataclasses.field(default_factory=lambda: default_memory_gb())  # per worker
     compile_baseline: bool = True  # also time torch.compile(Model) in the same worker
-    lean_bytes: int = (
-        COPY_BYTES  # inputs over this are timed lean (timing.InputSwitcher: two copies, not three)
-    )
+    # inputs over this: timed lean (timing.InputSwitcher), fewer trials (verify.BIG_INPUT_SHARE)
+    lean_bytes: int = COPY_BYTES
     ncu: bool = False  # add Nsight Compute metrics when ncu is present
     sanitize: bool = False  # run compute-sanitizer memcheck and racecheck
     seed: int = 0

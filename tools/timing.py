@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import torch
 
 from .result import Timing
+from .trees import release
 
 _perf_counter = time.perf_counter
 _Event = torch.cuda.Event
@@ -77,8 +78,8 @@ class LocalSlot:
         return times
 
     def after_block(self) -> None:
-        if self.release and self.timer.device.type == "cuda":
-            torch.cuda.empty_cache()
+        if self.release:
+            release(self.timer.device)
 
 
 class Timer:

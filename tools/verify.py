@@ -38,9 +38,8 @@ from .roofline import tensor_bytes
 from .trees import clone, flatten, release
 
 CALLS_PER_TRIAL = 2  # the same instances called twice: catches results cached in self or by data pointer
-BIG_INPUT_SHARE = (
-    0.4  # inputs over big_bytes (1 GiB): this share of the trials (at least 2), each over billions of values
-)
+# inputs over big_bytes (1 GiB): this share of the trials (at least 2), each over billions of values
+BIG_INPUT_SHARE = 0.4
 
 
 @dataclasses.dataclass
@@ -92,6 +91,7 @@ class Verifier:
         values come from unpredictable seeds, so a candidate cannot replay them."""
         verdict = Verdict(correct=True)
         previous: tuple[Any, Any, bool] | None = None  # (candidate out, reference out, was correct)
+        few = max(2, math.ceil(BIG_INPUT_SHARE * trials))  # trials where the inputs pass big_bytes
         for t in range(trials):
             self.last = None  # the previous trial's models and inputs go before the next are built:
             if t:  # a candidate in a reference cycle (a compiled bound method kept in its __dict__)
@@ -99,7 +99,6 @@ class Verifier:
             previous = self._trial(t, seed * 7919 + t * 1000, verdict, previous)
             if verdict.cheats or not verdict.correct:
                 break
-            few = max(2, math.ceil(BIG_INPUT_SHARE * trials))
             if self.inputs_bytes > self.big_bytes and t + 1 == few < trials:
                 # KernelBench's 4-8 GB inputs: a trial there took 20-30 s (drawing the values on
                 # the host, moving them both ways), five of them most of a task's time.
@@ -313,10 +312,12 @@ def _reference64(reference: torch.nn.Module, inputs: list[Any], missed: list[str
     try:
         return _forward64(reference, inputs)
     except torch.OutOfMemoryError:
-        pass
+        out_of_memory = True
     except (RuntimeError, TypeError, NotImplementedError):
-        return None
+        out_of_memory = False
     release(torch.device("cuda"))  # what the failed forward allocated, back to the driver
+    if not out_of_memory:
+        return None
     device = next((x.device for x in flatten(inputs) if isinstance(x, torch.Tensor)), None)
     if device is not None and tensor_bytes(inputs) <= HOST_FP64_BYTES:
         try:

@@ -264,11 +264,7 @@ def _choose(
         def keep(k: int, result: Result) -> None:
             store.add_finalist(run_id, todo[k], result)
 
-        got = _confirm(
-            task, [attempts[i].source for i in todo], settings, options.trials, seed=1, on_result=keep
-        )
-        for i, result in zip(todo, got, strict=True):  # the same again: what on_result stored is what ended
-            store.add_finalist(run_id, i, result)
+        _confirm(task, [attempts[i].source for i in todo], settings, options.trials, seed=1, on_result=keep)
     measured = store.finalists(run_id)
     first = [measured[i] for i in ids]
     top = max(range(len(ids)), key=lambda k: _against_compile(first[k]))  # the first of equals

@@ -3,9 +3,7 @@ and the flags set around each call. Each function returns method source for Mode
 
 from __future__ import annotations
 
-from .source import Spec
-
-CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")  # as Spec.replays_graph
+from .source import CUDAGRAPH_MODES, Spec
 
 EAGER_RUNNER = """\
 def _kforge_run(self, *args):

@@ -24,6 +24,9 @@ class SourceError(ValueError):
 FLAG_ORDER = ("aten-convs", "cudnn-benchmark", "channels-last", "nchw", "cpp-wrapper", "tf32", "bf16")
 
 
+CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")  # torch.compile modes that replay a CUDA graph
+
+
 @dataclasses.dataclass(frozen=True)
 class Spec:
     """What a candidate does: a body (the forward's computation), a runner that executes
@@ -41,7 +44,7 @@ class Spec:
     def replays_graph(self) -> bool:
         """Runs from a captured CUDA graph: its inputs copied in and its outputs out on every call."""
         return self.runner in ("cuda-graph", "compile-graph") or (
-            self.runner == "compile" and self.mode in ("reduce-overhead", "max-autotune")
+            self.runner == "compile" and self.mode in CUDAGRAPH_MODES
         )
 
     @property

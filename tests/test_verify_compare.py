@@ -343,3 +343,26 @@ def test_a_float64_reference_out_of_memory_is_noted_and_leaves_no_figures() -> N
             return x
 
     assert verify._reference64(NoDouble(), [torch.ones(3)], missed) is None and missed == []
+
+
+def test_the_judge_out_of_gpu_memory_says_in_which_phase_and_what_each_process_held() -> None:
+    """An honest 7.9 GB InstanceNorm ended on an H100 as a judge traceback, its phase cut off
+    with the log's head: the judge's own out-of-memory now names the innermost phase it was in
+    and the memory the judge and the candidate's worker held then."""
+    from kforge.tools import judge
+    from kforge.tools.runner import Job
+
+    class Worker:
+        def report(self) -> dict[str, float]:
+            return {"allocated_mb": 40 * 1024}
+
+    job = Job({"device": "cpu", "precision": "fp32"})
+    with job.phase("verify"):
+        pass
+    assert job.current == ""  # a phase that ended leaves none behind
+    with pytest.raises(torch.OutOfMemoryError) as caught:
+        with job.phase("timing"), job.phase("timing: inputs and answers"):
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 7.88 GiB. GPU 0 has ...")
+    text = judge._out_of_memory(job, Worker(), caught.value)  # type: ignore[arg-type]
+    assert "in timing: inputs and answers (CUDA out of memory" in text, text
+    assert "the candidate's worker 40.0 GB" in text and "7.88 GiB" in text, text

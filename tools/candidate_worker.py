@@ -181,6 +181,9 @@ class CandidateServer:
             "observed": list(dict.fromkeys(self.observed + seen)),
             "candidate_memory_mb": self.candidate_memory / MB,
             "peak_memory_mb": self.meter.peak_mb(),
+            "allocated_mb": torch.cuda.memory_allocated(self.device) / MB
+            if self.device.type == "cuda"
+            else 0.0,
         }, None
 
     def _timed_call(self) -> Any:

@@ -54,8 +54,27 @@ def run_eval(spec: dict[str, Any], channel: Channel) -> Result:
         return job.result(Status.FORMAT_ERROR, log=str(err))
     except CandidateFailed as err:
         return job.result(Status.RUNTIME_ERROR, log=f"candidate failed in {err.phase}:\n{err.message}")
+    except torch.OutOfMemoryError as err:  # the judge's own tensors: say where, and who held what
+        return job.result(Status.RUNTIME_ERROR, log=_out_of_memory(job, candidate, err))
     finally:
         candidate.close()
+
+
+def _out_of_memory(job: Job, candidate: RemoteCandidate, err: BaseException) -> str:
+    """The judge ran out of GPU memory: in which phase, what each process held then."""
+    release(job.device)
+    mine = torch.cuda.memory_allocated(job.device) / 2**30 if job.device.type == "cuda" else 0.0
+    try:
+        theirs = candidate.report().get("allocated_mb", 0.0) / 1024
+        held = f"the candidate's worker {theirs:.1f} GB"
+    except (CandidateFailed, WireError):
+        held = "the candidate's worker did not answer"
+    first = ". ".join(str(err).split(". ")[:2])  # "CUDA out of memory. Tried to allocate N GiB"
+    return (
+        f"the judge ran out of GPU memory in {job.current or 'setup'} ({first}); allocated then: the "
+        f"judge {mine:.1f} GB, {held}. A task whose inputs fill a large part of the GPU: give it a "
+        "GPU of its own (no other job on it)"
+    )
 
 
 def _wait_ready(job: Job, channel: Channel) -> Result | None:
@@ -152,17 +171,19 @@ def time_candidate(
     same interleaved rounds, and the judge's checks of its claims: (timings, cheats)."""
     with job.phase("timing: inputs and answers"):
         candidate.request("timing", "ping")  # answered once the worker handed its cached memory back
-        sets = [verifier.fresh_inputs(), verifier.fresh_inputs()]
+        # Inputs over a GiB: two copies of them in each process, not three, and each side's cached
+        # memory back to the driver after its blocks (the other needs it next); see InputSwitcher.
+        # The switcher comes first: with swap the first set's values go into the inputs at once, so
+        # the reference's answers below are computed beside two copies, not three.
+        lean = tensor_bytes(trial.inputs) > job.spec.get("lean_bytes", COPY_BYTES)
+        switcher = _switcher(job, trial, verifier, [verifier.fresh_inputs(), verifier.fresh_inputs()], lean)
+        sets = [switcher.values(0), switcher.values(1)]
         checksum = Checksum(random.SystemRandom().randrange(2**62), job.device)
         expected, limit = _expected(trial.reference, sets, checksum, job, ref_fp64_err, verifier)
-    # Inputs over a GiB: two copies of them in each process, not three, and each side's cached
-    # memory back to the driver after its blocks (the other needs it next); see InputSwitcher.
-    lean = tensor_bytes(trial.inputs) > job.spec.get("lean_bytes", COPY_BYTES)
     with job.phase("timing: sets to the candidate"):
         candidate.request("timing", "timing_sets", {"checksum_seed": checksum.seed, "lean": lean}, sets)
     remote = RemoteSlot(candidate)
-    switcher = _switcher(job, trial, verifier, sets, lean)
-    del sets  # with swap, the first set's tensors go: its values are in the inputs now
+    del sets
 
     def local(fn: Any) -> LocalSlot:  # eager and torch.compile switch inputs and checksum like the candidate
         return LocalSlot(timer, no_grad(fn), switcher, checksum.of, release=lean)

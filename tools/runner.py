@@ -72,6 +72,7 @@ class Job:
         self.precision = get_precision(spec["precision"])
         self.log: list[str] = []
         self.phases: dict[str, float] = {}
+        self.current = ""  # the phase the job is in (the innermost), for a failure's message
         self.meter: MemoryMeter | None = None  # started where the evaluation's tensors begin
         self.containment: list[str] = []  # the candidate worker's layers, as it said before its code ran
         self.host_load: HostLoad | None = None  # how busy the host was while timing
@@ -84,8 +85,10 @@ class Job:
         if self.spec.get("phase_file"):
             with contextlib.suppress(OSError), open(self.spec["phase_file"], "a") as fh:  # a display only
                 fh.write(name + "\n")
+        outer, self.current = self.current, name
         try:
             yield
+            self.current = outer  # left as it is when the phase raised: that phase is the failure's
         finally:
             self.phases[name] = self.phases.get(name, 0.0) + time.perf_counter() - start
 

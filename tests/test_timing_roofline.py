@@ -358,3 +358,12 @@ def test_the_input_switcher_alternates_two_sets_that_verification_never_saw(
     gone = weakref.ref(first[0])
     del first
     assert (gone() is None) == swap  # swapping keeps two copies: the first set's tensors can go
+    # after the rounds only the set of the last timed call is kept (the judge's recheck), either one
+    other = 1 - switcher.turn
+    spare = weakref.ref(switcher.values(switcher.turn)[0] if not swap else switcher.spare[0])
+    del second
+    kept = switcher.keep(other)
+    for held, want in zip(kept[:2], expect[other][:2], strict=True):
+        assert torch.equal(held, want)
+    assert spare() is None  # the other set's memory is gone
+    assert not swap or kept is verified  # swapped into the inputs, whose memory stays

@@ -151,6 +151,9 @@ def test_the_worker_hands_its_cached_memory_back_after_each_call_and_timing_answ
         ("call", {"spec": []}, [x]),
         ("timing_sets", {"checksum_seed": 1, "lean": True}, sets),
         ("warm", {"calls": 1}, None),
+        ("block", {"size": 2}, None),
+        ("last_output", {}, None),
+        ("timing_done", {}, None),
         ("exit", {}, None),
     ]
     spec = {"device": "cpu", "timing_trials": 3, "candidate_path": "none"}
@@ -159,14 +162,19 @@ def test_the_worker_hands_its_cached_memory_back_after_each_call_and_timing_answ
     del x
     server.serve()
     answers = [i for i, e in enumerate(events) if e == "send ok"]
-    assert len(answers) == 4, events  # build, call, timing sets, warm-up
+    assert len(answers) == 7, events  # build, call, timing sets, warm-up, block, last output, done
     assert events[: answers[1]] == ["send ok", "release", "output gone"], (
         events
     )  # build; the call's own release
     assert events[answers[1] + 1 : answers[1] + 3] == ["release", "output gone"], (
         events
     )  # after the call's answer
-    assert events[-3:] == ["send ok", "release", "output gone"], events  # lean: after the warm-up too
+    assert events[answers[3] : answers[3] + 3] == ["send ok", "release", "output gone"], (
+        events
+    )  # lean: after the warm-up too
+    # the rounds over and the last output fetched, the worker keeps one input set and no output
+    assert events[-3:] == ["send ok", "release", "output gone"], events
+    assert server.switcher is not None and server.switcher.spare == [] and server.last_output is None
 
 
 EXACT = (
@@ -353,8 +361,8 @@ def test_the_judge_out_of_gpu_memory_says_in_which_phase_and_what_each_process_h
     from kforge.tools.runner import Job
 
     class Worker:
-        def report(self) -> dict[str, float]:
-            return {"allocated_mb": 40 * 1024}
+        def report(self, detail: bool = False) -> dict[str, object]:
+            return {"allocated_mb": 40 * 1024, "big_tensors": "[112, 64, 512, 512] 7.9 GB" if detail else ""}
 
     job = Job({"device": "cpu", "precision": "fp32"})
     with job.phase("verify"):
@@ -365,4 +373,5 @@ def test_the_judge_out_of_gpu_memory_says_in_which_phase_and_what_each_process_h
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 7.88 GiB. GPU 0 has ...")
     text = judge._out_of_memory(job, Worker(), caught.value)  # type: ignore[arg-type]
     assert "in timing: inputs and answers (CUDA out of memory" in text, text
-    assert "the candidate's worker 40.0 GB" in text and "7.88 GiB" in text, text
+    assert "the candidate's worker 40.0 GB ([112, 64, 512, 512] 7.9 GB)" in text and "7.88 GiB" in text, text
+    assert "the judge 0.0 GB (none Python can reach)" in text, text  # on the CPU: none on a GPU

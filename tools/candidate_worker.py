@@ -22,7 +22,7 @@ import torch
 from .checksum import Checksum
 from .fingerprint import Fingerprinter, Snapshot
 from .guards import PrecisionGuard, ThreadGuard, TimerGuard, check_output_types, set_precision_flags
-from .memory import MB, MemoryMeter
+from .memory import MB, MemoryMeter, allocated_mb, big_tensors
 from .quiet import pin_timing_thread, stop_compile_pools
 from .runner import short_trace
 from .timing import InputSwitcher, Timer
@@ -168,6 +168,14 @@ class CandidateServer:
         turn = self.switcher.turn if self.switcher is not None else -1
         return {"set": turn}, self.last_output
 
+    def on_timing_done(self, fields: dict[str, Any], _: Any) -> tuple[dict[str, Any], Any]:
+        """The rounds are over and the last output fetched: the spare set and that output go
+        (only the inputs are called again), room for the judge's recheck of that output."""
+        if self.switcher is not None:
+            self.switcher.keep(self.switcher.turn)
+        self.last_output = self.timer.last_output = None
+        return {}, None
+
     def on_escaped(self, fields: dict[str, Any], _: Any) -> tuple[dict[str, Any], Any]:
         return {"ms": self.timer.escaped_ms(self._timed_call)}, None
 
@@ -175,16 +183,18 @@ class CandidateServer:
         return dict(fields.get("echo") or {}), None
 
     def on_report(self, fields: dict[str, Any], _: Any) -> tuple[dict[str, Any], Any]:
-        """What the guards saw over the whole evaluation, and the memory figures."""
+        """What the guards saw over the whole evaluation, and the memory figures (with
+        ``detail``, the live tensors over a GiB: the judge ran out of memory)."""
         seen = self.timers.violations() + self.precision.violations() + self.threads.violations()
-        return {
+        reply = {
             "observed": list(dict.fromkeys(self.observed + seen)),
             "candidate_memory_mb": self.candidate_memory / MB,
             "peak_memory_mb": self.meter.peak_mb(),
-            "allocated_mb": torch.cuda.memory_allocated(self.device) / MB
-            if self.device.type == "cuda"
-            else 0.0,
-        }, None
+            "allocated_mb": allocated_mb(self.device),
+        }
+        if fields.get("detail"):
+            reply["big_tensors"] = big_tensors(self.device)
+        return reply, None
 
     def _timed_call(self) -> Any:
         with torch.no_grad():

@@ -23,7 +23,7 @@ from .compare import rel_err
 from .fingerprint import COPY_BYTES
 from .guards import set_precision_flags
 from .hardware import detect_gpu
-from .memory import MemoryMeter
+from .memory import MemoryMeter, allocated_mb, big_tensors
 from .remote import CandidateFailed, CandidateFormatError, RemoteCandidate, RemoteSlot
 from .result import Result, Roofline, Status, Timing
 from .roofline import roofline, tensor_bytes
@@ -63,17 +63,17 @@ def run_eval(spec: dict[str, Any], channel: Channel) -> Result:
 def _out_of_memory(job: Job, candidate: RemoteCandidate, err: BaseException) -> str:
     """The judge ran out of GPU memory: in which phase, what each process held then."""
     release(job.device)
-    mine = torch.cuda.memory_allocated(job.device) / 2**30 if job.device.type == "cuda" else 0.0
+    mine = f"the judge {allocated_mb(job.device) / 1024:.1f} GB ({big_tensors(job.device)})"
     try:
-        theirs = candidate.report().get("allocated_mb", 0.0) / 1024
-        held = f"the candidate's worker {theirs:.1f} GB"
+        reply = candidate.report(detail=True)
+        theirs = f"the candidate's worker {reply.get('allocated_mb', 0.0) / 1024:.1f} GB ({reply.get('big_tensors', '')})"
     except (CandidateFailed, WireError):
-        held = "the candidate's worker did not answer"
+        theirs = "the candidate's worker did not answer"
     first = ". ".join(str(err).split(". ")[:2])  # "CUDA out of memory. Tried to allocate N GiB"
     return (
-        f"the judge ran out of GPU memory in {job.current or 'setup'} ({first}); allocated then: the "
-        f"judge {mine:.1f} GB, {held}. A task whose inputs fill a large part of the GPU: give it a "
-        "GPU of its own (no other job on it)"
+        f"the judge ran out of GPU memory in {job.current or 'setup'} ({first}); allocated then: "
+        f"{mine}, {theirs}. A task whose inputs fill a large part of the GPU: give it a GPU of its "
+        "own (no other job on it)"
     )
 
 
@@ -200,9 +200,10 @@ def time_candidate(
     stale = stale_reason(remote.checksums, remote.sets, expected, limit)
     if not stale:
         turn, last = remote.fetch_last()
-        stale = (
-            verifier.recheck(last, reference, switcher.values(turn), limit) if turn in (0, 1) else "no set"
-        )
+        if turn in (0, 1):  # from here on each side keeps one input set (InputSwitcher.keep)
+            candidate.request("timing", "timing_done")
+        stale = verifier.recheck(last, reference, switcher.keep(turn), limit) if turn in (0, 1) else "no set"
+        del last
         if stale and not stale.startswith("precision lowered"):
             stale = f"what was timed is not what was verified (stale or cached results): {stale}"
     cheats += [stale] if stale else []

@@ -9,7 +9,9 @@ tensors: inputs, outputs, the evaluator's copies and what the models allocate.
 
 from __future__ import annotations
 
+import gc
 import re
+import warnings
 from pathlib import Path
 
 import torch
@@ -69,3 +71,30 @@ def _reset_resident_peak() -> None:
         Path("/proc/self/clear_refs").write_text("5")
     except OSError:
         pass  # no procfs: the peak is then the process's since it started
+
+
+def allocated_mb(device: torch.device) -> float:
+    """MB held by live tensors of this process on ``device`` (0 off CUDA)."""
+    return torch.cuda.memory_allocated(device) / MB if device.type == "cuda" else 0.0
+
+
+def big_tensors(device: torch.device, over: int = 1 << 30) -> str:
+    """The live tensors of this process on ``device`` over ``over`` bytes that Python can
+    reach, by shape and size, for an out-of-memory message; storage is counted once."""
+    seen: dict[int, str] = {}
+    with warnings.catch_warnings():  # isinstance on every object touches deprecated module attributes
+        warnings.simplefilter("ignore")
+        objects = gc.get_objects()
+        tensors = [obj for obj in objects if isinstance(obj, torch.Tensor)]
+    del objects
+    for obj in tensors:
+        try:
+            if obj.device == device:
+                storage = obj.untyped_storage()
+                if storage.nbytes() > over:
+                    seen.setdefault(
+                        storage.data_ptr(), f"{list(obj.shape)} {storage.nbytes() / 2**30:.1f} GB"
+                    )
+        except Exception:  # a tensor subclass or a half-built object: not what we are looking for
+            continue
+    return "; ".join(seen.values()) or "none Python can reach"

@@ -68,8 +68,8 @@ class RemoteCandidate:
         self.inputs_changed = self.inputs_changed or bool(reply.get("inputs_changed"))
         return out
 
-    def report(self) -> dict[str, Any]:
-        reply, _ = self.request("report", "report")
+    def report(self, detail: bool = False) -> dict[str, Any]:
+        reply, _ = self.request("report", "report", {"detail": detail})
         self.observed += [str(x) for x in reply.get("observed", [])]
         return dict(reply)
 

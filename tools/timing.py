@@ -293,6 +293,19 @@ class InputSwitcher:
             return self.sets[turn]
         return self.inputs if turn == self.turn else self.spare
 
+    def keep(self, turn: int) -> list[Any]:
+        """Set ``turn``'s values, the other set freed: what the judge's recheck of the last
+        timed output needs once the rounds are over. With 8 GB inputs that answer ran the judge
+        out of memory beside both sets and the output. The switcher switches no more."""
+        if not self.swap:
+            self.sets = [self.sets[turn] if i == turn else [] for i in (0, 1)]
+            return self.sets[turn]
+        if turn != self.turn:
+            _load(self.inputs, self.spare)
+            self.turn = turn
+        self.spare = []
+        return self.inputs
+
 
 SWAP_SLICE = 1 << 24  # elements swapped at a time (a 64 MB temporary for float32)
 

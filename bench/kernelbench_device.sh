@@ -30,6 +30,10 @@ GPUS=${KB_GPUS:+--gpus $KB_GPUS}   # KB_GPUS=0,1,2: these GPUs only, one worker 
 # flock: two batches of one call (one per GPU, run side by side) install one at a time
 LOCK=$(command -v flock > /dev/null && echo "flock /tmp/kforge-pip.lock")
 $LOCK python3 -m pip install -q --no-index --find-links .whl/agent langgraph langgraph-checkpoint-sqlite langchain-core 2>&1 | tail -2
+# KernelBench's level-3 Mamba2 problems import einops: installed when its wheel was carried
+if ls .whl/agent/einops-*.whl > /dev/null 2>&1; then
+  $LOCK python3 -m pip install -q --no-index --find-links .whl/agent einops 2>&1 | tail -2
+fi
 # KB_CODE=.carry/kforge-5d4a33c: run the batch on that snapshot of the package (carry it), so a
 # measurement started with one commit finishes with it while the working tree moves on; made
 # here with  mkdir -p .carry/kforge-REV && git archive REV | tar x -C .carry/kforge-REV

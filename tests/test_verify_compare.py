@@ -361,6 +361,8 @@ def test_the_judge_out_of_gpu_memory_says_in_which_phase_and_what_each_process_h
     from kforge.tools.runner import Job
 
     class Worker:
+        midway = False
+
         def report(self, detail: bool = False) -> dict[str, object]:
             return {"allocated_mb": 40 * 1024, "big_tensors": "[112, 64, 512, 512] 7.9 GB" if detail else ""}
 
@@ -375,3 +377,39 @@ def test_the_judge_out_of_gpu_memory_says_in_which_phase_and_what_each_process_h
     assert "in timing: inputs and answers (CUDA out of memory" in text, text
     assert "the candidate's worker 40.0 GB ([112, 64, 512, 512] 7.9 GB)" in text and "7.88 GiB" in text, text
     assert "the judge 0.0 GB (none Python can reach)" in text, text  # on the CPU: none on a GPU
+
+    class Midway:  # out of memory receiving an answer: the rest of it may be in the pipe
+        midway = True
+
+        def report(self, detail: bool = False) -> dict[str, object]:
+            raise AssertionError("a request after a half-read answer would misread the pipe")
+
+    text = judge._out_of_memory(job, Midway(), caught.value)  # type: ignore[arg-type]
+    assert "the candidate's worker not asked" in text, text
+
+
+def test_a_request_that_raises_before_its_whole_answer_is_marked_midway() -> None:
+    """The judge's out-of-memory message asks the worker for its memory only when no answer is
+    half read (see the test above): RemoteCandidate marks a request that raised inside recv."""
+    from kforge.tools.remote import RemoteCandidate
+
+    class Channel:
+        def __init__(self) -> None:
+            self.fail = True
+
+        def send(self, kind, fields=None, tree=None) -> None:
+            pass
+
+        def recv(self, device):
+            if self.fail:
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 7.88 GiB")
+            return "ok", {}, None
+
+    channel = Channel()
+    remote = RemoteCandidate(channel, torch.device("cpu"))  # type: ignore[arg-type]
+    with pytest.raises(torch.OutOfMemoryError):
+        remote.request("timing", "last_output")
+    assert remote.midway
+    channel.fail = False
+    remote.request("timing", "ping")
+    assert not remote.midway

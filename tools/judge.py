@@ -64,17 +64,24 @@ def _out_of_memory(job: Job, candidate: RemoteCandidate, err: BaseException) -> 
     """The judge ran out of GPU memory: in which phase, what each process held then."""
     release(job.device)
     mine = f"the judge {allocated_mb(job.device) / 1024:.1f} GB ({big_tensors(job.device)})"
-    try:
-        reply = candidate.report(detail=True)
-        theirs = f"the candidate's worker {reply.get('allocated_mb', 0.0) / 1024:.1f} GB ({reply.get('big_tensors', '')})"
-    except (CandidateFailed, WireError):
-        theirs = "the candidate's worker did not answer"
+    if candidate.midway:  # part of an answer may still be in the pipe: another request would misread it
+        theirs = "the candidate's worker not asked (the judge ran out receiving its answer)"
+    else:
+        theirs = _worker_memory(candidate)
     first = ". ".join(str(err).split(". ")[:2])  # "CUDA out of memory. Tried to allocate N GiB"
     return (
         f"the judge ran out of GPU memory in {job.current or 'setup'} ({first}); allocated then: "
         f"{mine}, {theirs}. A task whose inputs fill a large part of the GPU: give it a GPU of its "
         "own (no other job on it)"
     )
+
+
+def _worker_memory(candidate: RemoteCandidate) -> str:
+    try:
+        reply = candidate.report(detail=True)
+    except (CandidateFailed, WireError):
+        return "the candidate's worker did not answer"
+    return f"the candidate's worker {reply.get('allocated_mb', 0.0) / 1024:.1f} GB ({reply.get('big_tensors', '')})"
 
 
 def _wait_ready(job: Job, channel: Channel) -> Result | None:

@@ -36,14 +36,17 @@ class RemoteCandidate:
         self.device = device
         self.observed: list[str] = []  # what the worker's own guards reported
         self.inputs_changed = False
+        self.midway = False  # a request that raised between its send and its whole answer
 
     def request(self, phase: str, kind: str, fields: dict[str, Any] | None = None, tree: Any = None) -> Any:
         """Send one request and return (fields, tree) of the answer; a failure raises."""
+        self.midway = True  # left so when this raises (out of memory receiving the answer, say)
         try:
             self.channel.send(kind, fields, tree)
             answer, reply, out = self.channel.recv(self.device)
         except WireError as err:
             raise CandidateFailed(phase, f"the candidate worker stopped answering ({err})") from None
+        self.midway = False
         if answer == "error":
             raise CandidateFailed(phase, str(reply.get("message", "")))
         if answer != "ok":

@@ -1,7 +1,8 @@
 """kforge's Triton templates for memory-bound work against eager PyTorch and torch.compile,
 strict fp32 (GPU): LayerNorm and RMSNorm with the residual add, cross-entropy with label
-smoothing, softmax and log-softmax with a scale, depthwise convolutions, at the development set's shapes
-(bench/realistic/dev), GPT-2's and a decoder's last step at a 128k vocabulary.
+smoothing, softmax and log-softmax with a scale, depthwise convolutions, rotary embeddings (full and
+partial), at the development set's shapes (bench/realistic/dev), GPT-2's and a decoder's last step at a
+128k vocabulary.
 
 For each: the milliseconds of eager, torch.compile (default) and the template (CUDA-event
 medians); the bandwidth each reaches on the least bytes the work must move (inputs read once,
@@ -28,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from bench_tf32x3 import timed
 from common import header, print_table
-from kforge.tools import depthwise, losses, norms, softmax
+from kforge.tools import depthwise, losses, norms, rotary, softmax
 
 Case = tuple[str, Callable[..., object], Callable[..., object], list[torch.Tensor], int]
 
@@ -42,6 +43,41 @@ def _add_ln(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     h = x + r
     return F.layer_norm(h, (h.shape[-1],), w, b, 1e-5), h
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def _rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """transformers' form on queries and keys (bench/realistic/dev/rotary_llama8b.py)."""
+    return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+
+
+def _neox(q: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """GPT-NeoX's partial rotary (bench/realistic/dev/neox_partial_rotary.py), one tensor."""
+    rot = cos.shape[-1]
+    part = q[..., :rot]
+    return torch.cat((part * cos + _rotate_half(part) * sin, q[..., rot:]), dim=-1)
+
+
+def rotary_cases() -> list[Case]:
+    dev, f = "cuda", 4
+    angles = torch.randn(4, 2048, 128, device=dev) * 3
+    cos, sin = angles.cos()[:, None], angles.sin()[:, None]  # (4, 1, 2048, 128): per batch row
+    q, k = torch.randn(4, 32, 2048, 128, device=dev), torch.randn(4, 8, 2048, 128, device=dev)
+    table = torch.randn(2048, 32, device=dev) * 3
+    ncos, nsin = table.cos()[None, None], table.sin()[None, None]
+    nq = torch.randn(4, 32, 2048, 128, device=dev)
+    # least bytes: q and k read and written once, the tables read once
+    rope_bytes = 2 * (q.numel() + k.numel()) * f + 2 * cos.numel() * f
+    return [
+        ("rotary, Llama 3 8B queries and keys (4 x 32/8 x 2048 x 128)", _rope,
+         lambda q, k, c, s: (rotary.rotary(q, c, s), rotary.rotary(k, c, s)), [q, k, cos, sin], rope_bytes),
+        ("partial rotary, GPT-NeoX (32 of 128 dims, 4 x 32 x 2048)", _neox, rotary.rotary, [nq, ncos, nsin],
+         2 * nq.numel() * f + 2 * ncos.numel() * f),
+    ]  # fmt: skip
 
 
 def cases() -> list[Case]:
@@ -80,7 +116,7 @@ def cases() -> list[Case]:
          lambda x, w: depthwise.depthwise_conv2d(x, w, None, 1, 2), [dw5.contiguous(memory_format=cl), w5],
          2 * dw5.numel() * f),
     ]  # fmt: skip
-    return depthwise_cases + [
+    return depthwise_cases + rotary_cases() + [
         ("RMSNorm, Llama 3 8B (4 x 2048 x 4096)", _rms, lambda x, w: norms.norm(x, None, w, None, 1e-5, True),
          [x, w], 2 * x.numel() * f),
         ("residual + LayerNorm, GPT-2 medium (16 x 1024 x 1024), h returned", _add_ln,

@@ -26,7 +26,7 @@ from kforge.tools.task import import_file, load_task
 from kforge.tools.timing import Timer
 
 ROOT = Path(__file__).parent / "realistic"
-TASKS = "dev/convnext_block,dev/whisper_conv_stem,unseen/neox_partial_rotary,dev/efficientnet_mbconv"
+TASKS = "dev/convnext_block,dev/whisper_conv_stem,dev/neox_partial_rotary,dev/efficientnet_mbconv"
 CALLS = 20
 TOP = 6
 

@@ -226,7 +226,7 @@ def test_the_candidate_is_verified_by_the_engine_and_a_broken_kernel_is_caught(t
 def test_a_norm_or_loss_the_pass_found_is_measured_in_round_one(name):
     """The ranker has never seen the family: it came fifth on the development set's norms and
     loss, after four compile and graph modes, and a three-candidate round never measured it.
-    What the analysis found puts it in round one. Rotary has neither: no bonus."""
+    What the analysis found puts it in round one (rotary too, since it has a template)."""
     from kforge.agent.policy import embedded
     from kforge.agent.policy.base import Context
     from kforge.tools.hardware import spec_for
@@ -243,11 +243,8 @@ def test_a_norm_or_loss_the_pass_found_is_measured_in_round_one(name):
     policy = embedded.EmbeddedPolicy()
     firsts = [registry.family_of(p.strategy) for p in policy.propose(ctx, 3)]
     bonus = embedded.evidence(policy._analysis(ctx))
-    if name == "rotary_llama8b":
-        assert bonus == {} and "triton-template" not in firsts, firsts
-    else:
-        assert bonus == {"triton-template": embedded.TEMPLATE_ON_KERNEL}
-        assert "triton-template" in firsts, firsts
+    assert bonus == {"triton-template": embedded.TEMPLATE_ON_KERNEL}
+    assert "triton-template" in firsts, firsts
 
 
 def test_the_cross_entropy_kernel_matches_pytorch_with_every_reduction_ignored_rows_and_smoothing(
@@ -568,4 +565,44 @@ def test_the_depthwise_candidate_is_verified_and_a_lost_bias_is_caught(tmp_path,
     )
     assert good.status == Status.OK and good.correct, good.log
     assert good.fp64_rel_err is not None and good.fp64_rel_err < 1e-5
+    assert bad.status == Status.INCORRECT, bad.log
+
+
+ROTARY_TASK = '''
+import torch
+import torch.nn as nn
+
+
+def rotate_half(x):
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+class Model(nn.Module):
+    """Rotary embedding of queries and keys, transformers' form."""
+
+    def forward(self, q, k, cos, sin):
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+
+
+def get_inputs():
+    angles = torch.randn(2, 16, 32) * 3
+    return [torch.randn(2, 4, 16, 32), torch.randn(2, 2, 16, 32), angles.cos(), angles.sin()]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_the_rotary_candidate_is_verified_and_one_with_cos_and_sin_swapped_is_caught(
+    tmp_path, make_cpu_options
+):
+    from kforge.agent.policy import embedded
+
+    edit = ("_kforge_rotary(q, unsqueeze, unsqueeze_1)", "_kforge_rotary(q, unsqueeze_1, unsqueeze)")
+    analysis, good, bad = _judged(tmp_path, ROTARY_TASK, edit, make_cpu_options)
+    assert embedded.evidence(analysis) == {"triton-template": embedded.TEMPLATE_ON_KERNEL}
+    assert good.status == Status.OK and good.correct, good.log
     assert bad.status == Status.INCORRECT, bad.log

@@ -70,6 +70,7 @@ KERNEL_LIBRARIES = (
     "kforge.tools.losses",
     "kforge.tools.softmax",
     "kforge.tools.depthwise",
+    "kforge.tools.rotary",
 )
 REACH_ATTRIBUTES = {
     "modules": "reads sys.modules (the task's or kforge's modules)",

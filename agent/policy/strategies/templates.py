@@ -11,7 +11,10 @@ puts each pattern it finds on its kernel.
   temperature, an attention scale) applied as the input is read (:mod:`kforge.tools.softmax`);
 - depthwise convolutions (an ``nn.Conv2d`` with one filter per channel: ConvNeXt's 7 x 7,
   MobileNet's and EfficientNet's 3 x 3 and 5 x 5), memory-bound at KH * KW multiply-adds per
-  output (:mod:`kforge.tools.depthwise`).
+  output (:mod:`kforge.tools.depthwise`);
+- rotary position embeddings in transformers' ``x * cos + rotate_half(x) * sin`` form, and
+  GPT-NeoX's partial one (the rotated first columns concatenated with the rest): one read of
+  x and one write (:mod:`kforge.tools.rotary`).
 
 Each kernel is exact in semantics (the float64 bound of the fp32 class judges it like any
 candidate); what the template saves is memory traffic.
@@ -25,7 +28,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from . import fx_rewrite, norms
+from . import fx_rewrite, norms, rotary
 from .source import Body, Spec
 from .tf32x3 import Buffers, _Family, _meta, _rewrite, _spec
 
@@ -51,6 +54,7 @@ HELPERS = (
     + "from kforge.tools.losses import cross_entropy as _kforge_cross_entropy\n"
     + "from kforge.tools.softmax import softmax as _kforge_softmax\n"
     + "from kforge.tools.depthwise import depthwise_conv2d as _kforge_depthwise\n"
+    + "from kforge.tools.rotary import rotary as _kforge_rotary\n"
 )
 SOFTMAXES = {  # callable -> whether it is the log form
     torch.softmax: False,
@@ -245,17 +249,26 @@ def replace_templates(gm: torch.fx.GraphModule) -> int:
         + _replace_calls(gm, _cross_entropy_call, _kforge_cross_entropy, "cross_entropy")
         + _replace_calls(gm, _softmax_args, _kforge_softmax, "softmax")
         + _replace_calls(gm, _depthwise_call, _kforge_depthwise, "depthwise")
+        + _rotaries(gm)
     )
+
+
+def _rotaries(gm: torch.fx.GraphModule) -> int:
+    """The rotary sums on the template, then each partial rotary's concatenation with it."""
+    found = _replace_calls(gm, rotary.rotary_call, rotary._kforge_rotary, "rotary")
+    if found:  # a new call has the sum's meta (_replace_calls): the partial pass reads its shape
+        _replace_calls(gm, rotary.partial_rotary_call, rotary._kforge_rotary, "rotary")
+    return found
 
 
 TEMPLATE = _Family(
     "triton-template", "triton-template", "templates", replace_templates, "", HELPERS,
     {"_kforge_norm": norms._kforge_norm, "_kforge_add_norm": norms._kforge_add_norm,
      "_kforge_cross_entropy": _kforge_cross_entropy, "_kforge_softmax": _kforge_softmax,
-     "_kforge_depthwise": _kforge_depthwise},
+     "_kforge_depthwise": _kforge_depthwise, "_kforge_rotary": rotary._kforge_rotary},
     "memory-bound patterns on kforge's Triton templates, one read of each input: LayerNorm / RMSNorm"
     " with the residual add, cross-entropy with label smoothing, (log-)softmax with its scale,"
-    " depthwise convolutions",
+    " depthwise convolutions, rotary embeddings (partial too)",
 )  # fmt: skip
 
 

@@ -1,0 +1,140 @@
+"""The rotary-embedding pattern of the ``triton-template`` family (:mod:`.templates`):
+transformers' ``x * cos + rotate_half(x) * sin`` with ``rotate_half(x) = cat((-x[..., h:],
+x[..., :h]), -1)``, in either order of each product and of the sum, and GPT-NeoX's partial
+rotary, ``cat((rotary(q[..., :r]), q[..., r:]), -1)``, each a call of kforge's kernel
+(:mod:`kforge.tools.rotary`). Slices are read from the shapes shape propagation recorded
+(``x.shape[-1] // 2`` traces as size arithmetic)."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import torch
+import torch.fx
+
+from . import fx_rewrite, norms
+
+Node = torch.fx.Node
+
+
+def _kforge_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """What the emitted call computes: the rotary over x's first ``cos.shape[-1]`` columns."""
+    rot, width = cos.shape[-1], x.shape[-1]
+    part = x[..., :rot]
+    turned = torch.cat((-part[..., rot // 2 :], part[..., : rot // 2]), dim=-1)
+    out = part * cos + turned * sin
+    return out if rot == width else torch.cat((out, x[..., rot:]), dim=-1)
+
+
+NEGS = (operator.neg, torch.neg)
+CATS = (torch.cat, torch.concat, torch.concatenate)
+
+
+def _columns(node: Any, source: Node, first: bool, width: int) -> bool:
+    """``node`` is ``source[..., :width]`` (``first``) or ``source[..., -width:]``, sliced on
+    the last dimension (an Ellipsis or full slices before it), checked on the shapes."""
+    if not (isinstance(node, Node) and node.op == "call_function" and node.target is operator.getitem):
+        return False
+    if node.args[0] is not source or not isinstance(node.args[1], tuple) or not node.args[1]:
+        return False
+    *lead, last = node.args[1]
+    if not all(x is Ellipsis or x == slice(None) for x in lead) or not isinstance(last, slice):
+        return False
+    if last.step is not None or (last.start if first else last.stop) is not None:
+        return False
+    out, src = fx_rewrite.meta(node), fx_rewrite.meta(source)
+    return (
+        out is not None
+        and src is not None
+        and tuple(out.shape) == (*src.shape[:-1], width)
+        and (Ellipsis in lead or len(lead) == src.dim() - 1)
+    )
+
+
+def _cat_last(node: Any) -> list[Any] | None:
+    """The tensors of a concatenation on the last dimension, else None."""
+    if not fx_rewrite._is_call(node, CATS, ()):
+        return None
+    values = fx_rewrite.call_args(node, ("tensors", "dim"), (None, 0))
+    out = fx_rewrite.meta(node)
+    if values is None or out is None or not isinstance(values[0], list | tuple):
+        return None
+    return list(values[0]) if values[1] in (-1, out.dim() - 1) else None
+
+
+def _rotate_half_of(node: Any) -> Node | None:
+    """x when ``node`` is ``cat((-x[..., h:], x[..., :h]), -1)`` with 2h x's last dim."""
+    parts = _cat_last(node)
+    if parts is None or len(parts) != 2:
+        return None
+    neg, first = parts
+    if not fx_rewrite._is_call(neg, NEGS, ("neg",)) or len(neg.args) != 1:
+        return None
+    second = neg.args[0]
+    source = second.args[0] if isinstance(second, Node) and second.args else None
+    sm = fx_rewrite.meta(source)
+    if not isinstance(source, Node) or sm is None or sm.dim() == 0 or sm.shape[-1] % 2:
+        return None
+    half = sm.shape[-1] // 2
+    ok = _columns(second, source, False, half) and _columns(first, source, True, half)
+    return source if ok else None
+
+
+def _product(node: Any) -> tuple[Any, Any] | None:
+    if fx_rewrite._is_call(node, norms.MULS, ("mul",)) and len(node.args) == 2 and not node.kwargs:
+        return node.args[0], node.args[1]
+    return None
+
+
+def rotary_call(gm: torch.fx.GraphModule, node: Node) -> tuple[Any, ...] | None:
+    """(x, cos, sin) of ``x * cos + rotate_half(x) * sin`` (either order of each product and
+    of the sum) on fp32 tensors whose result has x's shape, cos and sin of one shape with x's
+    last dim; else None."""
+    if not fx_rewrite._is_call(node, norms.ADDS, ("add",)) or len(node.args) != 2 or node.kwargs:
+        return None
+    for left, right in (node.args, node.args[::-1]):
+        plain, turned = _product(left), _product(right)
+        if plain is None or turned is None:
+            continue
+        for rotated, sin in (turned, turned[::-1]):
+            x = _rotate_half_of(rotated)
+            if x is None or x not in plain:
+                continue
+            cos = plain[1] if plain[0] is x else plain[0]
+            if _rotary_operands(node, x, cos, sin):
+                return x, cos, sin
+    return None
+
+
+def _rotary_operands(node: Node, x: Node, cos: Any, sin: Any) -> bool:
+    metas = [fx_rewrite.meta(n) for n in (node, x, cos, sin)]
+    if any(m is None or m.dtype != torch.float32 for m in metas):
+        return False
+    out, xm, cm, sm = metas
+    assert out is not None and xm is not None and cm is not None and sm is not None
+    return (
+        tuple(out.shape) == tuple(xm.shape)
+        and tuple(cm.shape) == tuple(sm.shape)
+        and cm.dim() <= xm.dim() <= 4
+        and cm.shape[-1] == xm.shape[-1]
+    )
+
+
+def partial_rotary_call(gm: torch.fx.GraphModule, node: Node) -> tuple[Any, ...] | None:
+    """(q, cos, sin) of GPT-NeoX's ``cat((rotary(q[..., :r]), q[..., r:]), -1)`` once the
+    rotary is a template call: one call over all of q's columns."""
+    parts = _cat_last(node)
+    if parts is None or len(parts) != 2:
+        return None
+    rotated, rest = parts
+    if not (isinstance(rotated, Node) and rotated.op == "call_function" and rotated.target is _kforge_rotary):
+        return None
+    part, cos, sin = rotated.args
+    source = part.args[0] if isinstance(part, Node) and part.args else None
+    pm, sm, rm = fx_rewrite.meta(part), fx_rewrite.meta(source), fx_rewrite.meta(rest)
+    if not isinstance(source, Node) or pm is None or sm is None or rm is None:
+        return None
+    if not (_columns(part, source, True, pm.shape[-1]) and _columns(rest, source, False, rm.shape[-1])):
+        return None
+    return (source, cos, sin) if pm.shape[-1] + rm.shape[-1] == sm.shape[-1] else None

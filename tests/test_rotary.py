@@ -1,0 +1,132 @@
+"""kforge's rotary template (tools/rotary.py) and its FX pass (strategies/templates.py): the kernel
+matches float64 within eager's error on full and partial rotaries, broadcast and strided
+tables, under Triton's interpreter; the pass finds transformers' and GPT-NeoX's forms in the
+orders models write them and leaves alone what is not a rotary. (The candidate through the
+engine: tests/test_templates.py.)"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+from kforge.agent.policy.strategies import templates
+
+PRELUDE = """
+import torch
+from kforge.tools import rotary as r
+torch.manual_seed(0)
+"""
+
+
+def test_the_kernel_matches_float64_on_full_partial_broadcast_and_strided_rotaries(interpreted):
+    code = """
+def rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), -1)
+
+def reference(x, cos, sin):
+    rot = cos.shape[-1]
+    out = x[..., :rot] * cos + rotate_half(x[..., :rot]) * sin
+    return torch.cat((out, x[..., rot:]), -1)
+
+failed = []
+def check(x, cos, sin, label):
+    want = reference(x.double(), cos.double(), sin.double())
+    err = lambda y: float((y.double() - want).abs().max())
+    got = r.rotary(x, cos, sin)
+    if got.shape != x.shape or not got.is_contiguous():
+        failed.append((label, "shape or layout", tuple(got.shape)))
+    mine, eager = err(got), err(reference(x, cos, sin))
+    if not mine <= max(2 * eager, 2e-7):  # a NaN fails too
+        failed.append((label, mine, eager))
+
+angles = torch.randn(2, 7, 8) * 3
+check(torch.randn(2, 3, 7, 8), angles.cos()[:, None], angles.sin()[:, None], "llama: (B, 1, S, D) tables")
+table = torch.randn(7, 6) * 3
+check(torch.randn(2, 3, 7, 16), table.cos()[None, None], table.sin()[None, None], "neox: 6 of 16 rotated")
+check(torch.randn(5, 7, 10), table.cos(), table.sin(), "3-D x, 2-D tables, odd half 3")
+strided = torch.randn(2, 7, 3, 8).transpose(1, 2)  # (B, S, H, D) viewed as (B, H, S, D)
+check(strided, angles.cos()[:, None], angles.sin()[:, None], "transposed x")
+wide = torch.randn(2, 7, 16) * 3
+check(torch.randn(2, 3, 7, 8), wide.cos()[..., :8][:, None], wide.sin()[..., :8][:, None], "strided tables")
+check(torch.randn(9, 4), torch.randn(9, 4), torch.randn(9, 4), "2-D")
+try:
+    r.rotary(torch.randn(2, 8), torch.randn(2, 5), torch.randn(2, 5))
+    failed.append("an odd rotated width was taken")
+except ValueError:
+    pass
+print(failed)
+"""
+    assert interpreted(PRELUDE + code) == "[]"
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+class Llama(nn.Module):
+    def forward(self, q, k, cos, sin):
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        # the second written the other way round: sin times the turned half first, then cos
+        return q * cos + rotate_half(q) * sin, sin * rotate_half(k) + cos * k
+
+
+class NeoX(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("cos", torch.randn(1, 1, 6, 4))
+        self.register_buffer("sin", torch.randn(1, 1, 6, 4))
+
+    def forward(self, q):
+        q_rot, q_pass = q[:, :, :, :4], q[..., 4:]  # the first slice written out dim by dim
+        q_rot = q_rot * self.cos + torch.cat((-q_rot[..., 2:], q_rot[..., :2]), dim=3) * self.sin
+        return torch.cat((q_rot, q_pass), dim=-1)
+
+
+class NotRotaries(nn.Module):
+    def forward(self, q, k, cos, sin, one):
+        wrong_order = q * cos + torch.cat((q[..., :4], -q[..., 4:]), -1) * sin
+        other_tensor = q * cos + rotate_half(k) * sin
+        column_table = q * one + rotate_half(q) * one  # cos of one column, broadcast along it
+        doubled = q.double() * cos.double() + rotate_half(q.double()) * sin.double()
+        return wrong_order, other_tensor, column_table, doubled
+
+
+def _method(model: nn.Module, *shapes: tuple[int, ...]) -> str:
+    inputs = [torch.randn(s, device="meta") for s in shapes]
+    result = templates.rewrite(model.to("meta"), inputs, lambda: dict(model.named_buffers()))
+    return "" if result is None else result[0].method
+
+
+def test_the_pass_finds_transformers_and_neox_rotaries_in_either_order():
+    llama = _method(Llama(), (2, 4, 6, 8), (2, 2, 6, 8), (2, 6, 8), (2, 6, 8))
+    assert llama.count("_kforge_rotary(") == 2 and "cat(" not in llama and "neg(" not in llama, llama
+    assert (
+        "_kforge_rotary(q, unsqueeze, unsqueeze_1)" in llama
+        and "_kforge_rotary(k, unsqueeze, unsqueeze_1)" in llama
+    )
+    neox = _method(NeoX(), (2, 3, 6, 10))
+    assert neox.count("_kforge_rotary(") == 1 and "cat(" not in neox and "getitem" not in neox, neox
+    assert "_kforge_rotary(q, cos, sin)" in neox, neox
+
+
+def test_the_pass_leaves_alone_what_is_not_a_rotary():
+    assert "_kforge_rotary" not in _method(
+        NotRotaries(), (2, 3, 6, 8), (2, 3, 6, 8), (2, 1, 6, 8), (2, 1, 6, 8), (2, 1, 6, 1)
+    )
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_rotary_kernel_matches_eager_within_fp32s_error() -> None:
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from kforge.tools.rotary import rotary
+
+    angles = torch.randn(4, 2048, 128, device="cuda") * 3
+    q = torch.randn(4, 32, 2048, 128, device="cuda")
+    cos, sin = angles.cos()[:, None], angles.sin()[:, None]
+    want = q.double() * cos.double() + rotate_half(q.double()) * sin.double()
+    eager = q * cos + rotate_half(q) * sin
+    err = lambda y: float((y.double() - want).abs().max())  # noqa: E731
+    assert err(rotary(q, cos, sin)) <= max(2 * err(eager), 2e-7)

@@ -60,6 +60,21 @@ print(failed)
     assert interpreted(PRELUDE + code) == "[]"
 
 
+def test_the_autotuner_times_only_tiles_that_spread_over_their_threads():
+    from kforge.tools import rotary
+
+    configs = rotary._configs()
+    for half, rest in ((64, 1), (16, 128), (4, 1)):
+        kept = rotary._fitting(configs, {}, BLOCK_H=half, BLOCK_P=rest)
+        width = max(half, rest)
+        assert kept and all(
+            rotary.MIN_PER_THREAD <= c.kwargs["BLOCK_R"] * width / (32 * c.num_warps) <= rotary.PER_THREAD
+            for c in kept
+        ), (half, rest, kept)
+    (wide,) = rotary._fitting(configs, {}, BLOCK_H=1 << 14, BLOCK_P=1)  # fits no tile: one row, most warps
+    assert wide.kwargs["BLOCK_R"] == 1 and wide.num_warps == 8
+
+
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
     x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
     return torch.cat((-x2, x1), dim=-1)

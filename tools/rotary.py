@@ -20,13 +20,13 @@ torch.compile).
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import triton
 import triton.language as tl
 
-from .launch import Direct, cdiv, eager_or_op, next_power_of_2
-
-ROW_ELEMENTS = 4096  # a program's rows times their padded width: 16 KB of fp32 read per operand
+from .launch import Tuned, cdiv, eager_or_op, next_power_of_2
 
 
 @triton.jit
@@ -37,7 +37,8 @@ def rotary_kernel(
     BLOCK_R: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_P: tl.constexpr,
 ):  # fmt: skip
     """Rows (b, h, s) of x (B, H, S, 2 * HALF + REST) and of cos and sin (B, H, S, 2 * HALF,
-    strides 0 where broadcast); each dimension's last stride is 1."""
+    strides 0 where broadcast); each dimension's last stride is 1. BLOCK_R rows a program
+    (autotuned)."""
     rows = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
     live = rows < ROWS
     s = rows % S
@@ -66,7 +67,31 @@ def rotary_kernel(
         tl.store(y_ptr + yr, tl.load(x_ptr + xr, mask=keep, other=0.0), mask=keep)
 
 
-_launch = Direct(rotary_kernel)
+def _configs() -> list[triton.Config]:
+    # rows per program and warps; tuned per shape (the autotuner's key), untimed on a GPU as yet
+    return [
+        triton.Config({"BLOCK_R": r}, num_warps=w) for r in (1, 2, 4, 8, 16, 32, 64) for w in (1, 2, 4, 8)
+    ]
+
+
+PER_THREAD = 64  # values of one operand's tile a thread holds, at most
+MIN_PER_THREAD = 4  # and at least: fewer leave threads with nothing to load
+
+
+def _fitting(configs: list[triton.Config], args: dict[str, Any], **constexprs: Any) -> list[triton.Config]:
+    """The tiles whose values spread over the program's threads without spilling or idling."""
+    width = max(constexprs["BLOCK_H"], constexprs["BLOCK_P"])
+    fit = [
+        c
+        for c in configs
+        if MIN_PER_THREAD * 32 * c.num_warps <= c.kwargs["BLOCK_R"] * width <= PER_THREAD * 32 * c.num_warps
+    ]
+    return fit or [c for c in configs if c.kwargs["BLOCK_R"] == 1][-1:]  # a wide head: one row, most warps
+
+
+_kernel = Tuned(
+    rotary_kernel, _configs(), ["ROWS", "H", "S", "scb", "sch", "scs"], {"BLOCK_R": 4}, prune=_fitting
+)
 
 
 def _as_4d(t: torch.Tensor) -> torch.Tensor:
@@ -106,13 +131,12 @@ def _rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
     rows = x4.shape[0] * heads * positions
     half, rest = rot // 2, width - rot
     block_h, block_p = next_power_of_2(half), next_power_of_2(max(rest, 1))
-    block_r = max(1, min(64, ROW_ELEMENTS // max(2 * block_h, block_p)))
-    _launch(
-        (cdiv(rows, block_r),),
-        x4, c4, s4, y4, rows, heads, positions,
-        x4.stride(0), x4.stride(1), x4.stride(2), c4.stride(0), c4.stride(1), c4.stride(2),
-        s4.stride(0), s4.stride(1), s4.stride(2), y4.stride(0), y4.stride(1), y4.stride(2),
-        HALF=half, REST=rest, BLOCK_R=block_r, BLOCK_H=block_h, BLOCK_P=block_p, num_warps=4,
+    strides = (*x4.stride()[:3], *c4.stride()[:3], *s4.stride()[:3], *y4.stride()[:3])
+    _kernel(
+        (rows, heads, positions, half, rest, strides),  # the strides: broadcast tables tune apart
+        lambda meta: (cdiv(rows, meta["BLOCK_R"]),),
+        x4, c4, s4, y4, rows, heads, positions, *strides,
+        HALF=half, REST=rest, BLOCK_H=block_h, BLOCK_P=block_p,
     )  # fmt: skip
     return y
 

@@ -387,6 +387,20 @@ def test_the_judge_out_of_gpu_memory_says_in_which_phase_and_what_each_process_h
     text = judge._out_of_memory(job, Midway(), caught.value)  # type: ignore[arg-type]
     assert "the candidate's worker not asked" in text, text
 
+    class Hostile:  # the worker's answer is its own: a figure that is no number, a flood of words
+        midway = False
+
+        def __init__(self, held: object) -> None:
+            self.held = held
+
+        def report(self, detail: bool = False) -> dict[str, object]:
+            return {"allocated_mb": self.held, "big_tensors": "ok " * 10_000}
+
+    text = judge._out_of_memory(job, Hostile("lots"), caught.value)  # type: ignore[arg-type]
+    assert "the candidate's worker gave no figure" in text, text
+    text = judge._out_of_memory(job, Hostile(1024), caught.value)  # type: ignore[arg-type]
+    assert "the candidate's worker 1.0 GB (ok ok" in text and len(text) < 1000, len(text)
+
 
 def test_a_request_that_raises_before_its_whole_answer_is_marked_midway() -> None:
     """The judge's out-of-memory message asks the worker for its memory only when no answer is

@@ -60,6 +60,9 @@ def run_eval(spec: dict[str, Any], channel: Channel) -> Result:
         candidate.close()
 
 
+WORKER_WORDS = 400  # characters of the worker's tensor list an out-of-memory message quotes
+
+
 def _out_of_memory(job: Job, candidate: RemoteCandidate, err: BaseException) -> str:
     """The judge ran out of GPU memory: in which phase, what each process held then."""
     release(job.device)
@@ -77,11 +80,16 @@ def _out_of_memory(job: Job, candidate: RemoteCandidate, err: BaseException) -> 
 
 
 def _worker_memory(candidate: RemoteCandidate) -> str:
+    """What the worker says it holds: its words, so a figure that is no number ends the message
+    there and its list is cut short (the message is the judge's log, not the worker's)."""
     try:
         reply = candidate.report(detail=True)
+        held = float(reply.get("allocated_mb", 0.0)) / 1024
     except (CandidateFailed, WireError):
         return "the candidate's worker did not answer"
-    return f"the candidate's worker {reply.get('allocated_mb', 0.0) / 1024:.1f} GB ({reply.get('big_tensors', '')})"
+    except (TypeError, ValueError):
+        return "the candidate's worker gave no figure"
+    return f"the candidate's worker {held:.1f} GB ({str(reply.get('big_tensors', ''))[:WORKER_WORDS]})"
 
 
 def _wait_ready(job: Job, channel: Channel) -> Result | None:

@@ -50,6 +50,9 @@ check(strided, angles.cos()[:, None], angles.sin()[:, None], "transposed x")
 wide = torch.randn(2, 7, 16) * 3
 check(torch.randn(2, 3, 7, 8), wide.cos()[..., :8][:, None], wide.sin()[..., :8][:, None], "strided tables")
 check(torch.randn(9, 4), torch.randn(9, 4), torch.randn(9, 4), "2-D")
+per_head = torch.randn(2, 3, 7, 8) * 3  # a table for each head
+check(torch.randn(2, 3, 7, 8), per_head.cos(), per_head.sin(), "tables per head")
+check(torch.randn(2, 5, 7, 12), angles.cos()[:, None], angles.sin()[:, None], "5 heads, 8 of 12 rotated")
 try:
     r.rotary(torch.randn(2, 8), torch.randn(2, 5), torch.randn(2, 5))
     failed.append("an odd rotated width was taken")

@@ -105,6 +105,26 @@ def test_later_rounds_tune_the_winner():
     )
 
 
+def test_when_every_candidate_computed_another_answer_the_next_round_runs_eagers_kernels_first():
+    """KernelBench's Mamba2 (L3 49): each torch.compile mode reordered sums of exponentials near
+    1e13 past rtol 1e-4; a CUDA graph replays eager's own kernels, so it goes first next."""
+    policy = EmbeddedPolicy()
+    ctx = _ctx("scale_tanh", eager_ms=5.0, compile_ms=4.0)
+    first = policy.propose(ctx, 3)
+    assert "cuda-graph" not in [p.strategy for p in first], first  # else the test shows nothing
+    wrong = [_measured(p, i, None, Status.INCORRECT) for i, p in enumerate(first)]
+    second = policy.propose(_ctx("scale_tanh", wrong, eager_ms=5.0, compile_ms=4.0), 3)
+    assert second and second[0].strategy == "cuda-graph", [p.strategy for p in second]
+    # a crash is not a wrong answer: the ranker's order stays
+    crashed = [_measured(p, i, None, Status.RUNTIME_ERROR) for i, p in enumerate(first)]
+    again = policy.propose(_ctx("scale_tanh", crashed, eager_ms=5.0, compile_ms=4.0), 3)
+    assert again and again[0].strategy != "cuda-graph", [p.strategy for p in again]
+    # one verified candidate: its variants are tuned as before
+    mixed = [*wrong[:2], _measured(first[2], 2, 0.03)]
+    tuned = policy.propose(_ctx("scale_tanh", mixed, eager_ms=5.0, compile_ms=4.0), 3)
+    assert tuned and tuned[0].strategy != "cuda-graph", [p.strategy for p in tuned]
+
+
 def test_random_tasks_get_no_candidates_and_dropout_in_eval_mode_is_not_random(tmp_path: Path):
     policy = EmbeddedPolicy()
     ctx = _ctx("dropout_linear")

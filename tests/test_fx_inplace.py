@@ -72,3 +72,38 @@ def test_written_names_every_in_place_form() -> None:
     gm = _graph(forms)
     writes = [n for n in gm.graph.nodes if fx_inplace.written(n) is not None]
     assert len(writes) == 4, [n.format_node() for n in writes]
+
+
+class _Stateful(torch.nn.Module):
+    """KernelBench's vanilla RNN (L3 33) in small: the forward keeps its hidden state on self."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hidden = torch.randn(2, 8)
+        self.i2h = torch.nn.Linear(16, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.hidden = torch.tanh(self.i2h(torch.cat((x, self.hidden.to(x.device)), 1)))
+        return self.hidden * 2
+
+
+class _StatefulInside(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = torch.nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.inner.last = x.sum(1)  # state on a submodule
+        return x + 1
+
+
+def test_a_forward_that_writes_module_state_is_not_traced() -> None:
+    """The graph cannot write ``self.hidden``: a rewrite of it would drop the assignment, and the
+    traced module held the tracing proxy under that name, which shape propagation then read
+    (it added nodes to the graph and gave no shapes). Both tracers refuse it now, by name."""
+    import pytest
+    from kforge.tools.fx_source import trace
+
+    for model, name in ((_Stateful(), "self.hidden"), (_StatefulInside(), "self.inner.last")):
+        with pytest.raises(torch.fx.proxy.TraceError, match=name.replace(".", r"\.")):
+            trace(model.to("meta"), meta_inputs=[torch.randn(2, 8, device="meta")])

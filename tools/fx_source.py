@@ -109,7 +109,23 @@ def _trace(
         graph = run()
     finally:
         torch.finfo = finfo  # type: ignore[misc]
+    _refuse_state(tracer.root)
     return torch.fx.GraphModule(tracer.root, graph, model.__class__.__name__)
+
+
+def _refuse_state(root: torch.nn.Module) -> None:
+    """Raise where the forward assigned a traced value to an attribute (KernelBench's vanilla
+    RNN: ``self.hidden = self.tanh(...)``): the graph has no way to write module state, so it
+    would drop the assignment, and the traced module would hold a tracing proxy under that name
+    (read back as one, it adds nodes to the graph instead of giving a value)."""
+    for path, module in root.named_modules():
+        for name, value in vars(module).items():
+            if isinstance(value, torch.fx.Proxy):
+                where = f"{path}.{name}" if path else name
+                raise torch.fx.proxy.TraceError(
+                    f"the forward assigns self.{where}, module state kept across calls: a traced "
+                    "graph would drop that assignment"
+                )
 
 
 def emit(gm: torch.fx.GraphModule, helpers: dict[str, Callable[..., Any]] | None = None) -> tuple[str, str]:

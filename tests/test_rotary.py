@@ -53,9 +53,19 @@ check(torch.randn(9, 4), torch.randn(9, 4), torch.randn(9, 4), "2-D")
 per_head = torch.randn(2, 3, 7, 8) * 3  # a table for each head
 check(torch.randn(2, 3, 7, 8), per_head.cos(), per_head.sin(), "tables per head")
 check(torch.randn(2, 5, 7, 12), angles.cos()[:, None], angles.sin()[:, None], "5 heads, 8 of 12 rotated")
+# a launch's plan is kept by signature: new values under one signature are computed anew
+check(torch.randn(2, 5, 7, 12), (angles * 2).cos()[:, None], (angles * 2).sin()[:, None], "same signature")
+columns = torch.randn(2, 3, 8, 7).transpose(-1, -2)  # x's last stride is not 1: copied first
+check(columns, angles.cos()[:, None], angles.sin()[:, None], "x's last stride 7")
+for _ in range(2):  # a refused call is refused again: nothing of it is kept
+    try:
+        r.rotary(torch.randn(2, 8), torch.randn(2, 5), torch.randn(2, 5))
+        failed.append("an odd rotated width was taken")
+    except ValueError:
+        pass
 try:
-    r.rotary(torch.randn(2, 8), torch.randn(2, 5), torch.randn(2, 5))
-    failed.append("an odd rotated width was taken")
+    r.rotary(torch.randn(2, 3, 8), torch.randn(2, 8), torch.randn(2, 8))  # (2,) against (2, 3)
+    failed.append("tables that do not broadcast were taken")
 except ValueError:
     pass
 print(failed)

@@ -52,11 +52,6 @@ CONV_ON_KERNEL = 1.0
 # has never seen the family (UNSEEN_SCORE), so it came fifth on every task it applies to and a
 # three-candidate round never measured it. It goes second, after the ranker's first choice.
 TEMPLATE_ON_KERNEL = 2.0
-# Templates that measured behind torch.compile get no bonus: the rotary kernel took 0.88-0.93x
-# of compile's time in bench_templates.py and lost both rotary development tasks' confirmations
-# to the C++ wrapper (H100, 2026-11-27, docs/results.md). A task whose only template is one of
-# these leaves the family where the ranker puts it.
-TEMPLATES_BEHIND_COMPILE = ("_kforge_rotary(",)
 SECOND = ("triton-template",)  # families placed second when the analysis found their pattern
 # Families the ranker has no trajectories of, scored as the family they refine (the same
 # kernels), just before it where a call is short (host time is most of it), just after where not.
@@ -82,18 +77,9 @@ def evidence(task: TaskAnalysis) -> dict[str, float]:
         bonus["tf32x3-gemm"] = ATTENTION_ON_KERNEL
     if task.conv3 is not None and "_kforge_conv3_bn(" in task.conv3[0].method:
         bonus["tf32x3-conv"] = CONV_ON_KERNEL
-    if task.templates is not None and _template_calls(task.templates[0].method) - set(
-        TEMPLATES_BEHIND_COMPILE
-    ):
+    if task.templates is not None:
         bonus["triton-template"] = TEMPLATE_ON_KERNEL
     return bonus
-
-
-def _template_calls(method: str) -> set[str]:
-    """The template helpers a rewritten forward calls (``_kforge_norm(`` ...)."""
-    from .strategies.templates import TEMPLATE
-
-    return {f"{name}(" for name in TEMPLATE.helpers if f"{name}(" in method}
 
 
 def _all_incorrect(attempts: list[AttemptView]) -> bool:

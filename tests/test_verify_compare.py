@@ -427,3 +427,36 @@ def test_a_request_that_raises_before_its_whole_answer_is_marked_midway() -> Non
     channel.fail = False
     remote.request("timing", "ping")
     assert not remote.midway
+
+
+def test_work_after_the_callers_stream_is_measured_again_before_it_is_called_a_side_stream() -> None:
+    """An honest compile-cpp-wrapper candidate was rejected once as a side stream (0.165 ms
+    after its stream, H100): the judge asks again over more calls and believes only what stays;
+    a side stream's work is there on every call. The worker's figure is its own word: no number
+    is no figure."""
+    from kforge.tools import judge
+    from kforge.tools.runner import Job
+
+    class Worker:
+        def __init__(self, *figures: object) -> None:
+            self.figures, self.asked = list(figures), []
+
+        def request(self, phase, kind, fields=None, tree=None):
+            assert kind == "escaped"
+            self.asked.append(fields["repeats"])
+            return {"ms": self.figures.pop(0)}, None
+
+    def judged(*figures: object) -> tuple[str, list[int], str]:
+        job, worker = Job({"device": "cpu", "precision": "fp32"}), Worker(*figures)
+        reason = judge._escaped(job, worker, median=0.247)  # type: ignore[arg-type]
+        return reason, worker.asked, "\n".join(job.log)
+
+    reason, asked, notes = judged(0.004)
+    assert (reason, asked) == ("", [judge.ESCAPED_REPEATS]), (reason, asked)
+    reason, asked, notes = judged(0.165, 0.006)  # a hiccup: not there the second time
+    assert reason == "" and asked == [judge.ESCAPED_REPEATS, judge.ESCAPED_CONFIRM_REPEATS], asked
+    assert "0.165 ms" in notes and "not believed" in notes, notes
+    reason, asked, notes = judged(0.200, 0.190)  # there every time: a side stream
+    assert reason.startswith("work the timer misses") and "0.190 ms" in reason and "0.200" in reason, reason
+    reason, asked, notes = judged("lots")
+    assert reason == "" and asked == [judge.ESCAPED_REPEATS], (reason, asked)

@@ -177,7 +177,9 @@ class CandidateServer:
         return {}, None
 
     def on_escaped(self, fields: dict[str, Any], _: Any) -> tuple[dict[str, Any], Any]:
-        return {"ms": self.timer.escaped_ms(self._timed_call)}, None
+        repeats = fields.get("repeats", 5)
+        repeats = min(max(repeats, 1), 64) if isinstance(repeats, int) else 5
+        return {"ms": self.timer.escaped_ms(self._timed_call, repeats)}, None
 
     def on_ping(self, fields: dict[str, Any], _: Any) -> tuple[dict[str, Any], Any]:
         return dict(fields.get("echo") or {}), None

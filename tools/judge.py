@@ -227,13 +227,42 @@ def time_candidate(
     moved = tensor_bytes(trial.inputs) + verifier.output_bytes()
     light = light_reason(median, moved, copy_bandwidth_gbps(job.device))
     cheats += [light] if light else []
-    escaped = float(candidate.request("timing", "escaped")[0].get("ms", 0.0))
-    if escaped > max(0.05, 0.5 * median):
-        cheats.append(
-            f"work the timer misses: the device stays busy {escaped:.3f} ms after the caller's stream "
-            f"finished (timed: {median:.3f} ms): a side stream or thread"
-        )
+    hidden_work = _escaped(job, candidate, median)
+    cheats += [hidden_work] if hidden_work else []
     return timings, cheats
+
+
+ESCAPED_REPEATS = 5  # calls whose median says how long the device stays busy after the stream
+ESCAPED_CONFIRM_REPEATS = 21  # and, before that is believed, again over this many
+
+
+def _escaped(job: Job, candidate: RemoteCandidate, median: float) -> str:
+    """Why the device's work outlasts the caller's stream ("" when it does not): measured
+    again over more calls before it is believed, as the wall-clock check is. An honest
+    compile-cpp-wrapper candidate measured 0.165 ms over its 0.247 once (NeoX's rotary, H100,
+    2026-11-27; three other evaluations of it that day were clean): a side stream's work is
+    there on every call and stays."""
+    limit = max(0.05, 0.5 * median)
+
+    def measure(repeats: int) -> float:
+        reply = candidate.request("timing", "escaped", {"repeats": repeats})[0]
+        value = reply.get("ms", 0.0)
+        return float(value) if isinstance(value, int | float) else 0.0
+
+    first = measure(ESCAPED_REPEATS)
+    if first <= limit:
+        return ""
+    again = measure(ESCAPED_CONFIRM_REPEATS)
+    if again <= limit:
+        job.note(
+            f"the side-stream check measured {first:.3f} ms of work after the caller's stream, then "
+            f"{again:.3f} ms over {ESCAPED_CONFIRM_REPEATS} calls: not believed"
+        )
+        return ""
+    return (
+        f"work the timer misses: the device stays busy {again:.3f} ms after the caller's stream "
+        f"finished (timed: {median:.3f} ms; {first:.3f} ms at first): a side stream or thread"
+    )
 
 
 def _switcher(job: Job, trial: Trial, verifier: Verifier, sets: list[list[Any]], lean: bool) -> InputSwitcher:

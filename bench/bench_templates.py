@@ -147,11 +147,18 @@ def copy_gbps(nbytes: int) -> float:
     return nbytes / timed(lambda: dst.copy_(src)) / 1e6
 
 
+def copy_kernel_us(nbytes: int) -> float:
+    """GPU microseconds of the copy kernel moving ``nbytes`` (half read, half written)."""
+    src = torch.empty(nbytes // 8, device="cuda")
+    dst = torch.empty_like(src)
+    return kernel_us(lambda: dst.copy_(src))
+
+
 def main(match: str = "") -> None:
     print(header("python bench/bench_templates.py" + (f" --match {match}" if match else "")))
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.manual_seed(0)
-    rows = []
+    rows, kernel_rows = [], []
     for name, eager, template, args, nbytes in cases():
         if match.lower() not in name.lower():
             continue
@@ -165,12 +172,25 @@ def main(match: str = "") -> None:
             (name, *(f"{t:.3f}" for t in times), f"{copy:.0f}", *(f"{p:.0%}" for p in frac),
              f"{times[1] / times[2]:.2f}x", f"{errs[1]:.1e}", f"{errs[0]:.1e}")
         )  # fmt: skip
+        # the kernels alone: a call between events also holds the host's time before the launch
+        # (the rotary's checks took more than its kernel's difference to Inductor's, 2026-11-27)
+        copy_us = copy_kernel_us(nbytes)
+        gpu = [kernel_us(lambda fn=fn, args=args: fn(*args)) for fn in (compiled, template)]
+        kernel_rows.append(
+            (name, f"{copy_us:.1f}", *(f"{g:.1f}" for g in gpu), *(f"{copy_us / g:.0%}" for g in gpu))
+        )
     print_table(
         "memory-bound templates, ms (CUDA-event medians); bandwidth on the least bytes as a fraction of a copy's",
         ["pattern", "eager", "compile", "kforge", "copy GB/s", "eager", "compile", "kforge", "kforge vs compile",
          "err kforge", "err eager"],
         rows,
     )  # fmt: skip
+    print_table(
+        "the same, GPU time of the kernels alone (torch.profiler, 20 calls): us per call, and the copy's time"
+        " for the same bytes as a fraction of it",
+        ["pattern", "copy us", "compile us", "kforge us", "compile", "kforge"],
+        kernel_rows,
+    )
 
 
 def host_us(fn: Callable[[], object]) -> float:

@@ -24,19 +24,23 @@ def rotate_half(x):
     h = x.shape[-1] // 2
     return torch.cat((-x[..., h:], x[..., :h]), -1)
 
-def reference(x, cos, sin):
+def rotate_every_two(x):
+    return torch.stack((-x[..., 1::2], x[..., ::2]), -1).flatten(-2)
+
+def reference(x, cos, sin, interleaved=False):
     rot = cos.shape[-1]
-    out = x[..., :rot] * cos + rotate_half(x[..., :rot]) * sin
+    turn = rotate_every_two if interleaved else rotate_half
+    out = x[..., :rot] * cos + turn(x[..., :rot]) * sin
     return torch.cat((out, x[..., rot:]), -1)
 
 failed = []
-def check(x, cos, sin, label):
-    want = reference(x.double(), cos.double(), sin.double())
+def check(x, cos, sin, label, interleaved=False):
+    want = reference(x.double(), cos.double(), sin.double(), interleaved)
     err = lambda y: float((y.double() - want).abs().max())
-    got = r.rotary(x, cos, sin)
+    got = r.rotary(x, cos, sin, interleaved)
     if got.shape != x.shape or not got.is_contiguous():
         failed.append((label, "shape or layout", tuple(got.shape)))
-    mine, eager = err(got), err(reference(x, cos, sin))
+    mine, eager = err(got), err(reference(x, cos, sin, interleaved))
     if not mine <= max(2 * eager, 2e-7):  # a NaN fails too
         failed.append((label, mine, eager))
 
@@ -57,6 +61,12 @@ check(torch.randn(2, 5, 7, 12), angles.cos()[:, None], angles.sin()[:, None], "5
 check(torch.randn(2, 5, 7, 12), (angles * 2).cos()[:, None], (angles * 2).sin()[:, None], "same signature")
 columns = torch.randn(2, 3, 8, 7).transpose(-1, -2)  # x's last stride is not 1: copied first
 check(columns, angles.cos()[:, None], angles.sin()[:, None], "x's last stride 7")
+# GPT-J's rotate_every_two: tables repeated per pair (its repeat_interleave), a partial rotary,
+# and tables that differ within a pair (the kernel reads each column's own cos and sin)
+pairs = (torch.randn(2, 7, 4) * 3).repeat_interleave(2, -1)
+check(torch.randn(2, 3, 7, 8), pairs.cos()[:, None], pairs.sin()[:, None], "gpt-j", True)
+check(torch.randn(2, 7, 3, 16), pairs.cos()[:, :, None], pairs.sin()[:, :, None], "gpt-j: 8 of 16", True)
+check(torch.randn(2, 3, 7, 8), angles.cos()[:, None], angles.sin()[:, None], "interleaved, own tables", True)
 for _ in range(2):  # a refused call is refused again: nothing of it is kept
     try:
         r.rotary(torch.randn(2, 8), torch.randn(2, 5), torch.randn(2, 5))
@@ -112,6 +122,31 @@ class NeoX(nn.Module):
         return torch.cat((q_rot, q_pass), dim=-1)
 
 
+def rotate_every_two(x: torch.Tensor) -> torch.Tensor:
+    x1 = x[:, :, :, ::2]  # GPT-J's slices, written out dim by dim
+    x2 = x[:, :, :, 1::2]
+    x = torch.stack((-x2, x1), dim=-1)
+    return x.flatten(-2)
+
+
+class GPTJ(nn.Module):
+    """transformers' GPT-J attention: the rotary over the first 4 of 8 columns, then the rest."""
+
+    def forward(self, k, sin, cos):
+        sin = torch.repeat_interleave(sin[:, :, None, :], 2, 3)
+        cos = torch.repeat_interleave(cos[:, :, None, :], 2, 3)
+        k_rot, k_pass = k[:, :, :, :4], k[:, :, :, 4:]
+        k_rot = (k_rot * cos) + (rotate_every_two(k_rot) * sin)
+        return torch.cat([k_rot, k_pass], dim=-1)
+
+
+class NotEveryTwo(nn.Module):
+    def forward(self, q, cos, sin):
+        swapped = q * cos + torch.stack((q[..., ::2], -q[..., 1::2]), -1).flatten(-2) * sin
+        unflattened = torch.stack((-q[..., 1::2], q[..., ::2]), -2).flatten(-2)  # stacked on the wrong dim
+        return swapped, q * cos + unflattened * sin
+
+
 class NotRotaries(nn.Module):
     def forward(self, q, k, cos, sin, one):
         wrong_order = q * cos + torch.cat((q[..., :4], -q[..., 4:]), -1) * sin
@@ -137,6 +172,13 @@ def test_the_pass_finds_transformers_and_neox_rotaries_in_either_order():
     neox = _method(NeoX(), (2, 3, 6, 10))
     assert neox.count("_kforge_rotary(") == 1 and "cat(" not in neox and "getitem" not in neox, neox
     assert "_kforge_rotary(q, cos, sin)" in neox, neox
+
+
+def test_the_pass_finds_gptjs_interleaved_partial_rotary():
+    gptj = _method(GPTJ(), (2, 6, 3, 8), (2, 6, 2), (2, 6, 2))
+    assert gptj.count("_kforge_rotary(") == 1 and "stack(" not in gptj and "cat(" not in gptj, gptj
+    assert ", True)" in gptj.split("_kforge_rotary(")[1].split("\n")[0], gptj
+    assert "_kforge_rotary(" not in _method(NotEveryTwo(), (2, 3, 6, 8), (2, 1, 6, 8), (2, 1, 6, 8))
 
 
 def test_the_pass_leaves_alone_what_is_not_a_rotary():

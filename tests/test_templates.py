@@ -578,12 +578,16 @@ def rotate_half(x):
     return torch.cat((-x2, x1), dim=-1)
 
 
+def rotate_every_two(x):
+    return torch.stack((-x[:, :, :, 1::2], x[:, :, :, ::2]), dim=-1).flatten(-2)
+
+
 class Model(nn.Module):
-    """Rotary embedding of queries and keys, transformers' form."""
+    """Rotary embedding of queries and keys, transformers' form; and GPT-J's interleaved one."""
 
     def forward(self, q, k, cos, sin):
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
-        return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin, k * sin + rotate_every_two(k) * cos
 
 
 def get_inputs():
@@ -606,3 +610,12 @@ def test_the_rotary_candidate_is_verified_and_one_with_cos_and_sin_swapped_is_ca
     assert embedded.evidence(analysis) == {"triton-template": embedded.TEMPLATE_ON_KERNEL}
     assert good.status == Status.OK and good.correct, good.log
     assert bad.status == Status.INCORRECT, bad.log
+    # GPT-J's interleaved form on the kernel too: run as rotate_half instead, it is caught
+    body = analysis.templates[0].method
+    assert "_kforge_rotary(k, unsqueeze_1, unsqueeze, True)" in body, body
+    flat = (
+        "_kforge_rotary(k, unsqueeze_1, unsqueeze, True)",
+        "_kforge_rotary(k, unsqueeze_1, unsqueeze, False)",
+    )
+    _, good, wrong = _judged(tmp_path, ROTARY_TASK, flat, make_cpu_options)
+    assert good.status == Status.OK and wrong.status == Status.INCORRECT, wrong.log

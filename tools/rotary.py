@@ -33,12 +33,13 @@ from .launch import Tuned, cdiv, eager_or_op, next_power_of_2
 def rotary_kernel(
     x_ptr, c_ptr, s_ptr, y_ptr, ROWS, H, S,
     sxb, sxh, sxs, scb, sch, scs, ssb, ssh, sss, syb, syh, sys,
-    HALF: tl.constexpr, REST: tl.constexpr,
+    HALF: tl.constexpr, REST: tl.constexpr, INTERLEAVED: tl.constexpr,
     BLOCK_R: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_P: tl.constexpr,
 ):  # fmt: skip
     """Rows (b, h, s) of x (B, H, S, 2 * HALF + REST) and of cos and sin (B, H, S, 2 * HALF,
     strides 0 where broadcast); each dimension's last stride is 1. BLOCK_R rows a program
-    (autotuned)."""
+    (autotuned). Column j is paired with j + HALF (rotate_half), or with INTERLEAVED, column
+    2j with 2j + 1 (GPT-J's rotate_every_two); the arithmetic on a pair is the same."""
     rows = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
     live = rows < ROWS
     s = rows % S
@@ -47,23 +48,29 @@ def rotary_kernel(
     b = bh // H
     cols = tl.arange(0, BLOCK_H)
     mask = live[:, None] & (cols < HALF)[None, :]
-    xo = (b * sxb + h * sxh + s * sxs)[:, None] + cols[None, :]
-    co = (b * scb + h * sch + s * scs)[:, None] + cols[None, :]
-    so = (b * ssb + h * ssh + s * sss)[:, None] + cols[None, :]
-    yo = (b * syb + h * syh + s * sys)[:, None] + cols[None, :]
-    x1 = tl.load(x_ptr + xo, mask=mask, other=0.0)
-    x2 = tl.load(x_ptr + xo + HALF, mask=mask, other=0.0)
-    c1 = tl.load(c_ptr + co, mask=mask, other=0.0)
-    c2 = tl.load(c_ptr + co + HALF, mask=mask, other=0.0)
-    s1 = tl.load(s_ptr + so, mask=mask, other=0.0)
-    s2 = tl.load(s_ptr + so + HALF, mask=mask, other=0.0)
-    tl.store(y_ptr + yo, x1 * c1 + (-x2) * s1, mask=mask)
-    tl.store(y_ptr + yo + HALF, x2 * c2 + x1 * s2, mask=mask)
+    if INTERLEAVED:  # a pair's columns: first and second
+        first = cols * 2
+        second = first + 1
+    else:
+        first = cols
+        second = cols + HALF
+    xb = (b * sxb + h * sxh + s * sxs)[:, None]
+    cb = (b * scb + h * sch + s * scs)[:, None]
+    sb = (b * ssb + h * ssh + s * sss)[:, None]
+    yb = (b * syb + h * syh + s * sys)[:, None]
+    x1 = tl.load(x_ptr + xb + first[None, :], mask=mask, other=0.0)
+    x2 = tl.load(x_ptr + xb + second[None, :], mask=mask, other=0.0)
+    c1 = tl.load(c_ptr + cb + first[None, :], mask=mask, other=0.0)
+    c2 = tl.load(c_ptr + cb + second[None, :], mask=mask, other=0.0)
+    s1 = tl.load(s_ptr + sb + first[None, :], mask=mask, other=0.0)
+    s2 = tl.load(s_ptr + sb + second[None, :], mask=mask, other=0.0)
+    tl.store(y_ptr + yb + first[None, :], x1 * c1 + (-x2) * s1, mask=mask)
+    tl.store(y_ptr + yb + second[None, :], x2 * c2 + x1 * s2, mask=mask)
     if REST > 0:  # a partial rotary: the columns after the rotated ones, copied
         rest = tl.arange(0, BLOCK_P)
         keep = live[:, None] & (rest < REST)[None, :]
-        xr = (b * sxb + h * sxh + s * sxs)[:, None] + 2 * HALF + rest[None, :]
-        yr = (b * syb + h * syh + s * sys)[:, None] + 2 * HALF + rest[None, :]
+        xr = xb + 2 * HALF + rest[None, :]
+        yr = yb + 2 * HALF + rest[None, :]
         tl.store(y_ptr + yr, tl.load(x_ptr + xr, mask=keep, other=0.0), mask=keep)
 
 
@@ -127,7 +134,7 @@ _plans: dict[tuple[Any, ...], Plan] = {}
 MAX_PLANS = 256
 
 
-def _plan(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> Plan:
+def _plan(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool) -> Plan:
     rot = _check(x, cos, sin)
     lead = x.shape[:-1]
     c, s = cos.expand(*lead, rot), sin.expand(*lead, rot)
@@ -142,22 +149,25 @@ def _plan(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> Plan:
     constexprs = {
         "HALF": half,
         "REST": rest,
+        "INTERLEAVED": interleaved,
         "BLOCK_H": next_power_of_2(half),
         "BLOCK_P": next_power_of_2(max(rest, 1)),
     }
     # the strides in the key: broadcast tables tune apart
     return (
-        (rows, heads, positions, half, rest, strides),
+        (rows, heads, positions, half, rest, interleaved, strides),
         (rows, heads, positions, *strides),
         constexprs,
         (lambda meta: (cdiv(rows, meta["BLOCK_R"]),)),
     )
 
 
-def _rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """``x[..., :rot] * cos + rotate_half(x[..., :rot]) * sin`` with ``x[..., rot:]`` after it,
-    for ``rot = cos.shape[-1]``; the result is contiguous."""
+def _rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool) -> torch.Tensor:
+    """``x[..., :rot] * cos + rotate_half(x[..., :rot]) * sin`` (``rotate_every_two`` with
+    ``interleaved``) with ``x[..., rot:]`` after it, for ``rot = cos.shape[-1]``; the result is
+    contiguous."""
     signature = (
+        interleaved,
         x.shape,
         x.stride(),
         cos.shape,
@@ -171,11 +181,11 @@ def _rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
     if signature in _plans:
         plan = _plans[signature]
     else:
-        plan = _plan(x, cos, sin)  # raises on what the kernel does not compute: nothing is kept
+        plan = _plan(x, cos, sin, interleaved)  # raises on what the kernel does not compute: nothing kept
         if len(_plans) < MAX_PLANS:
             _plans[signature] = plan
     if plan is None:
-        return _rotary_copied(x, cos, sin)
+        return _rotary_copied(x, cos, sin, interleaved)
     key, sizes, constexprs, grid = plan
     y = torch.empty(x.shape, device=x.device, dtype=torch.float32)
     # the operands themselves: their 4-D views (size-1 dims in front, expanded tables) start at
@@ -184,7 +194,7 @@ def _rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
     return y
 
 
-def _rotary_copied(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+def _rotary_copied(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool) -> torch.Tensor:
     """The slow path: an operand whose last stride is not 1 is copied first; an empty x."""
     rot = _check(x, cos, sin)
     y = torch.empty(x.shape, device=x.device, dtype=torch.float32)
@@ -192,20 +202,21 @@ def _rotary_copied(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tor
         return y
     lead = x.shape[:-1]
     x4, c4, s4 = _as_4d(x), _as_4d(cos.expand(*lead, rot)), _as_4d(sin.expand(*lead, rot))
-    key, sizes, constexprs, grid = _plan(x4, c4, s4)  # type: ignore[misc]
+    key, sizes, constexprs, grid = _plan(x4, c4, s4, interleaved)  # type: ignore[misc]
     _kernel(key, grid, x4, c4, s4, y, *sizes, **constexprs)
     return y
 
 
-def _rotary_shape(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+def _rotary_shape(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool) -> torch.Tensor:
     return x.new_empty(x.shape)
 
 
 rotary_op, _call = eager_or_op("kforge::rotary", _rotary, _rotary_shape)
 
 
-def rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+def rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool = False) -> torch.Tensor:
     """transformers' ``x * cos + rotate_half(x) * sin`` over x's first ``cos.shape[-1]``
     columns, the rest of x's columns after them unchanged (GPT-NeoX's partial rotary), for fp32
-    tensors; cos and sin broadcast to x's leading dimensions."""
-    return _call(x, cos, sin)
+    tensors; cos and sin broadcast to x's leading dimensions. ``interleaved``: GPT-J's
+    ``rotate_every_two`` (columns 2j and 2j + 1 turned as a pair) instead of ``rotate_half``."""
+    return _call(x, cos, sin, interleaved)

@@ -1,9 +1,10 @@
 """The rotary-embedding pattern of the ``triton-template`` family (:mod:`.templates`):
 transformers' ``x * cos + rotate_half(x) * sin`` with ``rotate_half(x) = cat((-x[..., h:],
-x[..., :h]), -1)``, in either order of each product and of the sum, and GPT-NeoX's partial
-rotary, ``cat((rotary(q[..., :r]), q[..., r:]), -1)``, each a call of kforge's kernel
-(:mod:`kforge.tools.rotary`). Slices are read from the shapes shape propagation recorded
-(``x.shape[-1] // 2`` traces as size arithmetic)."""
+x[..., :h]), -1)``, or GPT-J's ``rotate_every_two(x) = stack((-x[..., 1::2], x[..., ::2]),
+-1).flatten(-2)``, in either order of each product and of the sum, and the partial rotary of
+GPT-NeoX and GPT-J, ``cat((rotary(q[..., :r]), q[..., r:]), -1)``, each a call of kforge's
+kernel (:mod:`kforge.tools.rotary`). Slices are read from the shapes shape propagation
+recorded (``x.shape[-1] // 2`` traces as size arithmetic)."""
 
 from __future__ import annotations
 
@@ -18,11 +19,16 @@ from . import fx_rewrite, norms
 Node = torch.fx.Node
 
 
-def _kforge_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+def _kforge_rotary(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool = False
+) -> torch.Tensor:
     """What the emitted call computes: the rotary over x's first ``cos.shape[-1]`` columns."""
     rot, width = cos.shape[-1], x.shape[-1]
     part = x[..., :rot]
-    turned = torch.cat((-part[..., rot // 2 :], part[..., : rot // 2]), dim=-1)
+    if interleaved:
+        turned = torch.stack((-part[..., 1::2], part[..., ::2]), dim=-1).flatten(-2)
+    else:
+        turned = torch.cat((-part[..., rot // 2 :], part[..., : rot // 2]), dim=-1)
     out = part * cos + turned * sin
     return out if rot == width else torch.cat((out, x[..., rot:]), dim=-1)
 
@@ -81,6 +87,61 @@ def _rotate_half_of(node: Any) -> Node | None:
     return source if ok else None
 
 
+STACKS = (torch.stack,)
+
+
+def _every_other(node: Any, source: Node, start: int) -> bool:
+    """``node`` is ``source[..., start::2]`` on the last dimension (an Ellipsis or full slices
+    before it), checked on the shapes."""
+    if not (isinstance(node, Node) and node.op == "call_function" and node.target is operator.getitem):
+        return False
+    if node.args[0] is not source or not isinstance(node.args[1], tuple) or not node.args[1]:
+        return False
+    *lead, last = node.args[1]
+    if not all(x is Ellipsis or x == slice(None) for x in lead) or not isinstance(last, slice):
+        return False
+    if last.step != 2 or (last.start or 0) != start or last.stop is not None:
+        return False
+    out, src = fx_rewrite.meta(node), fx_rewrite.meta(source)
+    return (
+        out is not None
+        and src is not None
+        and tuple(out.shape) == (*src.shape[:-1], src.shape[-1] // 2)
+        and (Ellipsis in lead or len(lead) == src.dim() - 1)
+    )
+
+
+def _rotate_every_two_of(node: Any) -> Node | None:
+    """x when ``node`` is ``stack((-x[..., 1::2], x[..., ::2]), -1).flatten(-2)`` (GPT-J's
+    ``rotate_every_two``) with x's last dim even."""
+    if not fx_rewrite._is_call(node, (torch.flatten,), ("flatten",)) or node.kwargs:
+        return None
+    out = fx_rewrite.meta(node)
+    stacked = node.args[0] if node.args else None
+    sm = fx_rewrite.meta(stacked)
+    if out is None or sm is None or sm.dim() < 2 or sm.shape[-1] != 2:
+        return None
+    if tuple(node.args[1:]) not in ((-2,), (sm.dim() - 2,), (-2, -1), (sm.dim() - 2, sm.dim() - 1)):
+        return None
+    if not isinstance(stacked, Node) or not fx_rewrite._is_call(stacked, STACKS, ()):
+        return None
+    values = fx_rewrite.call_args(stacked, ("tensors", "dim"), (None, 0))
+    if values is None or not isinstance(values[0], list | tuple) or len(values[0]) != 2:
+        return None
+    if values[1] not in (-1, sm.dim() - 1):
+        return None
+    neg, first = values[0]
+    if not fx_rewrite._is_call(neg, NEGS, ("neg",)) or len(neg.args) != 1:
+        return None
+    second = neg.args[0]
+    source = second.args[0] if isinstance(second, Node) and second.args else None
+    xm = fx_rewrite.meta(source)
+    if not isinstance(source, Node) or xm is None or xm.dim() == 0 or xm.shape[-1] % 2:
+        return None
+    ok = _every_other(second, source, 1) and _every_other(first, source, 0)
+    return source if ok and tuple(out.shape) == tuple(xm.shape) else None
+
+
 def _product(node: Any) -> tuple[Any, Any] | None:
     if fx_rewrite._is_call(node, norms.MULS, ("mul",)) and len(node.args) == 2 and not node.kwargs:
         return node.args[0], node.args[1]
@@ -90,7 +151,7 @@ def _product(node: Any) -> tuple[Any, Any] | None:
 def rotary_call(gm: torch.fx.GraphModule, node: Node) -> tuple[Any, ...] | None:
     """(x, cos, sin) of ``x * cos + rotate_half(x) * sin`` (either order of each product and
     of the sum) on fp32 tensors whose result has x's shape, cos and sin of one shape with x's
-    last dim; else None."""
+    last dim, (x, cos, sin, True) of the same with ``rotate_every_two``; else None."""
     if not fx_rewrite._is_call(node, norms.ADDS, ("add",)) or len(node.args) != 2 or node.kwargs:
         return None
     for left, right in (node.args, node.args[::-1]):
@@ -98,12 +159,13 @@ def rotary_call(gm: torch.fx.GraphModule, node: Node) -> tuple[Any, ...] | None:
         if plain is None or turned is None:
             continue
         for rotated, sin in (turned, turned[::-1]):
-            x = _rotate_half_of(rotated)
-            if x is None or x not in plain:
-                continue
-            cos = plain[1] if plain[0] is x else plain[0]
-            if _rotary_operands(node, x, cos, sin):
-                return x, cos, sin
+            for interleaved, turn in ((False, _rotate_half_of), (True, _rotate_every_two_of)):
+                x = turn(rotated)
+                if x is None or x not in plain:
+                    continue
+                cos = plain[1] if plain[0] is x else plain[0]
+                if _rotary_operands(node, x, cos, sin):
+                    return (x, cos, sin, True) if interleaved else (x, cos, sin)
     return None
 
 
@@ -130,11 +192,11 @@ def partial_rotary_call(gm: torch.fx.GraphModule, node: Node) -> tuple[Any, ...]
     rotated, rest = parts
     if not (isinstance(rotated, Node) and rotated.op == "call_function" and rotated.target is _kforge_rotary):
         return None
-    part, cos, sin = rotated.args
+    part, cos, sin, *interleaved = rotated.args
     source = part.args[0] if isinstance(part, Node) and part.args else None
     pm, sm, rm = fx_rewrite.meta(part), fx_rewrite.meta(source), fx_rewrite.meta(rest)
     if not isinstance(source, Node) or pm is None or sm is None or rm is None:
         return None
     if not (_columns(part, source, True, pm.shape[-1]) and _columns(rest, source, False, rm.shape[-1])):
         return None
-    return (source, cos, sin) if pm.shape[-1] + rm.shape[-1] == sm.shape[-1] else None
+    return (source, cos, sin, *interleaved) if pm.shape[-1] + rm.shape[-1] == sm.shape[-1] else None

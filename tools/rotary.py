@@ -1,17 +1,22 @@
-"""Rotary position embedding, ``x * cos + rotate_half(x) * sin``, in Triton, strict fp32; a
-partial rotary's pass-through columns are copied in the same pass.
+"""Rotary position embedding, ``x * cos + rotate_half(x) * sin`` (or GPT-J's interleaved
+``rotate_every_two``), in Triton, strict fp32; a partial rotary's pass-through columns are
+copied in the same pass.
 
 transformers writes it as two products, two half slices, a negation, a concatenation and a
-sum; GPT-NeoX applies it to the first ``rot`` columns of each head and concatenates the rest
-back. torch.compile fuses that into one kernel, which measured 46% of the copy roofline on
-Llama 3 8B's queries and keys and 61% on NeoX's partial rotary (H100, docs/results.md). Here
-one program takes a block of rows (one row: one head of one position); each row reads its two
-halves, the two halves of ``cos`` and ``sin`` (broadcast rows are read through stride 0, so a
-(positions, rot) table is read from L2), and writes both output halves and the pass-through.
+sum; GPT-NeoX and GPT-J apply it to the first ``rot`` columns of each head and concatenate the
+rest back. torch.compile fuses that into one kernel. Here one program takes a block of rows
+(one row: one head of one position); each row reads its pairs of columns (j and j + rot / 2,
+or 2j and 2j + 1 interleaved), the same columns of ``cos`` and ``sin`` (broadcast rows are read
+through stride 0, so a (positions, rot) table is read from L2), and writes both output columns
+of each pair and the pass-through. On an H100 (ncu, docs/results.md) this kernel and Inductor's
+both run at the copy's bandwidth (91.6 and 89.4 us on Llama 3 8B's queries); what decides a
+call is the host's time before the launch, which the launch plan kept by signature keeps at a
+few microseconds (1.12-1.15x of compile in bench_templates.py, 1.22-1.24x on the rotary
+development tasks).
 
-The arithmetic is eager's: ``out[:h] = x1 * c1 + (-x2) * s1`` and ``out[h:] = x2 * c2 + x1 *
-s2`` for ``h = rot / 2``, in fp32 (the compiler may contract a product and its sum into one
-rounding: closer to float64, never further than eager's two).
+The arithmetic is eager's: ``out[a] = x[a] * cos[a] + (-x[b]) * sin[a]`` and ``out[b] = x[b] *
+cos[b] + x[a] * sin[b]`` for each pair (a, b), in fp32 (the compiler may contract a product and
+its sum into one rounding: closer to float64, never further than eager's two).
 
 kforge's own kernel, tested against float64 and eager under Triton's interpreter
 (tests/test_rotary.py); candidates call ``rotary`` (the custom op ``kforge::rotary`` under
@@ -75,7 +80,7 @@ def rotary_kernel(
 
 
 def _configs() -> list[triton.Config]:
-    # rows per program and warps; tuned per shape (the autotuner's key), untimed on a GPU as yet
+    # rows per program and warps; tuned per shape (the autotuner's key)
     return [
         triton.Config({"BLOCK_R": r}, num_warps=w) for r in (1, 2, 4, 8, 16, 32, 64) for w in (1, 2, 4, 8)
     ]

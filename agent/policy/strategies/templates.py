@@ -12,9 +12,10 @@ puts each pattern it finds on its kernel.
 - depthwise convolutions (an ``nn.Conv2d`` with one filter per channel: ConvNeXt's 7 x 7,
   MobileNet's and EfficientNet's 3 x 3 and 5 x 5), memory-bound at KH * KW multiply-adds per
   output (:mod:`kforge.tools.depthwise`);
-- rotary position embeddings in transformers' ``x * cos + rotate_half(x) * sin`` form, and
-  GPT-NeoX's partial one (the rotated first columns concatenated with the rest): one read of
-  x and one write (:mod:`kforge.tools.rotary`).
+- rotary position embeddings in transformers' ``x * cos + rotate_half(x) * sin`` form or
+  GPT-J's interleaved ``rotate_every_two``, and the partial ones of GPT-NeoX and GPT-J (the
+  rotated first columns concatenated with the rest): one read of x and one write
+  (:mod:`kforge.tools.rotary`).
 
 Each kernel is exact in semantics (the float64 bound of the fp32 class judges it like any
 candidate); what the template saves is memory traffic.
@@ -268,7 +269,7 @@ TEMPLATE = _Family(
      "_kforge_depthwise": _kforge_depthwise, "_kforge_rotary": rotary._kforge_rotary},
     "memory-bound patterns on kforge's Triton templates, one read of each input: LayerNorm / RMSNorm"
     " with the residual add, cross-entropy with label smoothing, (log-)softmax with its scale,"
-    " depthwise convolutions, rotary embeddings (partial too)",
+    " depthwise convolutions, rotary embeddings (partial and interleaved too)",
 )  # fmt: skip
 
 

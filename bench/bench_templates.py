@@ -140,18 +140,12 @@ def _first(out: object) -> torch.Tensor:
     return out[0] if isinstance(out, tuple) else out  # type: ignore[return-value]
 
 
-def copy_gbps(nbytes: int) -> float:
-    """Bandwidth of a device copy moving ``nbytes`` (half read, half written)."""
+def copy_rates(nbytes: int) -> tuple[float, float]:
+    """(GB/s of a device copy moving ``nbytes``, half read and half written, between CUDA
+    events; the copy kernel's GPU microseconds alone)."""
     src = torch.empty(nbytes // 8, device="cuda")
     dst = torch.empty_like(src)
-    return nbytes / timed(lambda: dst.copy_(src)) / 1e6
-
-
-def copy_kernel_us(nbytes: int) -> float:
-    """GPU microseconds of the copy kernel moving ``nbytes`` (half read, half written)."""
-    src = torch.empty(nbytes // 8, device="cuda")
-    dst = torch.empty_like(src)
-    return kernel_us(lambda: dst.copy_(src))
+    return nbytes / timed(lambda: dst.copy_(src)) / 1e6, kernel_us(lambda: dst.copy_(src))
 
 
 def main(match: str = "") -> None:
@@ -166,7 +160,7 @@ def main(match: str = "") -> None:
         ref = _first(eager(*[a.double() if a.is_floating_point() else a for a in args]))
         errs = [float((_first(fn(*args)).double() - ref).abs().max()) for fn in (eager, template)]
         times = [timed(lambda fn=fn, args=args: fn(*args)) for fn in (eager, compiled, template)]
-        copy = copy_gbps(nbytes)
+        copy, copy_us = copy_rates(nbytes)
         frac = [nbytes / t / 1e6 / copy for t in times]
         rows.append(
             (name, *(f"{t:.3f}" for t in times), f"{copy:.0f}", *(f"{p:.0%}" for p in frac),
@@ -174,7 +168,6 @@ def main(match: str = "") -> None:
         )  # fmt: skip
         # the kernels alone: a call between events also holds the host's time before the launch
         # (the rotary's checks took more than its kernel's difference to Inductor's, 2026-11-27)
-        copy_us = copy_kernel_us(nbytes)
         gpu = [kernel_us(lambda fn=fn, args=args: fn(*args)) for fn in (compiled, template)]
         kernel_rows.append(
             (name, f"{copy_us:.1f}", *(f"{g:.1f}" for g in gpu), *(f"{copy_us / g:.0%}" for g in gpu))

@@ -37,25 +37,44 @@ NEGS = (operator.neg, torch.neg)
 CATS = (torch.cat, torch.concat, torch.concatenate)
 
 
-def _columns(node: Any, source: Node, first: bool, width: int) -> bool:
-    """``node`` is ``source[..., :width]`` (``first``) or ``source[..., -width:]``, sliced on
-    the last dimension (an Ellipsis or full slices before it), checked on the shapes."""
+def _last_slice(node: Any, source: Node, width: int) -> slice | None:
+    """The slice when ``node`` is ``source[..., slice]`` on the last dimension (an Ellipsis or
+    full slices before it) giving ``width`` columns, checked on the shapes; else None."""
     if not (isinstance(node, Node) and node.op == "call_function" and node.target is operator.getitem):
-        return False
+        return None
     if node.args[0] is not source or not isinstance(node.args[1], tuple) or not node.args[1]:
-        return False
+        return None
     *lead, last = node.args[1]
     if not all(x is Ellipsis or x == slice(None) for x in lead) or not isinstance(last, slice):
-        return False
-    if last.step is not None or (last.start if first else last.stop) is not None:
-        return False
+        return None
     out, src = fx_rewrite.meta(node), fx_rewrite.meta(source)
-    return (
-        out is not None
-        and src is not None
-        and tuple(out.shape) == (*src.shape[:-1], width)
-        and (Ellipsis in lead or len(lead) == src.dim() - 1)
-    )
+    if out is None or src is None or tuple(out.shape) != (*src.shape[:-1], width):
+        return None
+    return last if Ellipsis in lead or len(lead) == src.dim() - 1 else None
+
+
+def _columns(node: Any, source: Node, first: bool, width: int) -> bool:
+    """``node`` is ``source[..., :width]`` (``first``) or ``source[..., -width:]``."""
+    last = _last_slice(node, source, width)
+    return last is not None and last.step is None and (last.start if first else last.stop) is None
+
+
+def _every_other(node: Any, source: Node, start: int, width: int) -> bool:
+    """``node`` is ``source[..., start::2]`` (``width`` columns)."""
+    last = _last_slice(node, source, width)
+    return last is not None and last.step == 2 and (last.start or 0) == start and last.stop is None
+
+
+def _negated(node: Any) -> tuple[Node, Node, int] | None:
+    """(the slice, x, half x's last dim) when ``node`` is ``-x[...]`` and that dim is even."""
+    if not fx_rewrite._is_call(node, NEGS, ("neg",)) or len(node.args) != 1:
+        return None
+    sliced = node.args[0]
+    source = sliced.args[0] if isinstance(sliced, Node) and sliced.args else None
+    sm = fx_rewrite.meta(source)
+    if not isinstance(source, Node) or sm is None or sm.dim() == 0 or sm.shape[-1] % 2:
+        return None
+    return sliced, source, sm.shape[-1] // 2
 
 
 def _cat_last(node: Any) -> list[Any] | None:
@@ -75,14 +94,10 @@ def _rotate_half_of(node: Any) -> Node | None:
     if parts is None or len(parts) != 2:
         return None
     neg, first = parts
-    if not fx_rewrite._is_call(neg, NEGS, ("neg",)) or len(neg.args) != 1:
+    found = _negated(neg)
+    if found is None:
         return None
-    second = neg.args[0]
-    source = second.args[0] if isinstance(second, Node) and second.args else None
-    sm = fx_rewrite.meta(source)
-    if not isinstance(source, Node) or sm is None or sm.dim() == 0 or sm.shape[-1] % 2:
-        return None
-    half = sm.shape[-1] // 2
+    second, source, half = found
     ok = _columns(second, source, False, half) and _columns(first, source, True, half)
     return source if ok else None
 
@@ -90,36 +105,14 @@ def _rotate_half_of(node: Any) -> Node | None:
 STACKS = (torch.stack,)
 
 
-def _every_other(node: Any, source: Node, start: int) -> bool:
-    """``node`` is ``source[..., start::2]`` on the last dimension (an Ellipsis or full slices
-    before it), checked on the shapes."""
-    if not (isinstance(node, Node) and node.op == "call_function" and node.target is operator.getitem):
-        return False
-    if node.args[0] is not source or not isinstance(node.args[1], tuple) or not node.args[1]:
-        return False
-    *lead, last = node.args[1]
-    if not all(x is Ellipsis or x == slice(None) for x in lead) or not isinstance(last, slice):
-        return False
-    if last.step != 2 or (last.start or 0) != start or last.stop is not None:
-        return False
-    out, src = fx_rewrite.meta(node), fx_rewrite.meta(source)
-    return (
-        out is not None
-        and src is not None
-        and tuple(out.shape) == (*src.shape[:-1], src.shape[-1] // 2)
-        and (Ellipsis in lead or len(lead) == src.dim() - 1)
-    )
-
-
 def _rotate_every_two_of(node: Any) -> Node | None:
     """x when ``node`` is ``stack((-x[..., 1::2], x[..., ::2]), -1).flatten(-2)`` (GPT-J's
     ``rotate_every_two``) with x's last dim even."""
     if not fx_rewrite._is_call(node, (torch.flatten,), ("flatten",)) or node.kwargs:
         return None
-    out = fx_rewrite.meta(node)
     stacked = node.args[0] if node.args else None
     sm = fx_rewrite.meta(stacked)
-    if out is None or sm is None or sm.dim() < 2 or sm.shape[-1] != 2:
+    if sm is None or sm.dim() < 2 or sm.shape[-1] != 2:
         return None
     if tuple(node.args[1:]) not in ((-2,), (sm.dim() - 2,), (-2, -1), (sm.dim() - 2, sm.dim() - 1)):
         return None
@@ -131,15 +124,12 @@ def _rotate_every_two_of(node: Any) -> Node | None:
     if values[1] not in (-1, sm.dim() - 1):
         return None
     neg, first = values[0]
-    if not fx_rewrite._is_call(neg, NEGS, ("neg",)) or len(neg.args) != 1:
+    found = _negated(neg)
+    if found is None:
         return None
-    second = neg.args[0]
-    source = second.args[0] if isinstance(second, Node) and second.args else None
-    xm = fx_rewrite.meta(source)
-    if not isinstance(source, Node) or xm is None or xm.dim() == 0 or xm.shape[-1] % 2:
-        return None
-    ok = _every_other(second, source, 1) and _every_other(first, source, 0)
-    return source if ok and tuple(out.shape) == tuple(xm.shape) else None
+    second, source, half = found
+    ok = _every_other(second, source, 1, half) and _every_other(first, source, 0, half)
+    return source if ok else None  # (..., half, 2) flattened from -2: x's shape
 
 
 def _product(node: Any) -> tuple[Any, Any] | None:

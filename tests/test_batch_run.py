@@ -160,6 +160,16 @@ def test_each_batch_worker_gets_its_share_of_the_host_for_compiling(monkeypatch)
     assert share_of_host(8, cpus=128) == {}
 
 
+def test_a_batch_worker_sees_the_gpu_the_batch_was_shown_not_the_device_of_that_number():
+    from kforge.agent.batch.local import visible_gpu
+
+    assert (
+        visible_gpu(0, "2,3") == "2" and visible_gpu(1, " 2, 3 ") == "3"
+    )  # the user's CUDA_VISIBLE_DEVICES=2,3
+    assert visible_gpu(1, "GPU-8f3a,GPU-41c2") == "GPU-41c2"  # UUIDs pass through
+    assert visible_gpu(1, None) == "1" and visible_gpu(0, "") == "0"  # nothing set: the device of that number
+
+
 ONE_STRATEGY = [*FAST[: FAST.index("--strategies") + 1], "fx-rewrite", "--quiet"]  # none fits: fast
 
 

@@ -27,6 +27,14 @@ def share_of_host(workers: int, cpus: int | None = None) -> dict[str, str]:
     return {"TORCHINDUCTOR_COMPILE_THREADS": str(share)}
 
 
+def visible_gpu(index: int, visible: str | None = None) -> str:
+    """The ``CUDA_VISIBLE_DEVICES`` value that shows a worker the batch's GPU ``index`` (its
+    number as the batch process counts them): with ``CUDA_VISIBLE_DEVICES=2,3`` set for the
+    batch, GPU 0 is device 2, not device 0."""
+    listed = [d.strip() for d in (visible or "").split(",") if d.strip()]
+    return listed[index] if index < len(listed) else str(index)
+
+
 def _worker(
     gpu: int | None,
     options: BatchOptions,
@@ -38,7 +46,7 @@ def _worker(
 ) -> None:
     die_with_parent()  # a killed batch (TERM, Ctrl-C, a time limit) takes its workers with it
     if gpu is not None:  # this process only ever sees its own GPU
-        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
+        os.environ["CUDA_VISIBLE_DEVICES"] = visible_gpu(gpu, os.environ.get("CUDA_VISIBLE_DEVICES"))
     if workers > 1:
         os.environ.update(share_of_host(workers))
     while deadline is None or time.time() < deadline:

@@ -262,3 +262,21 @@ def test_the_roofline_is_measured_once_per_task(
     finally:
         engine._ROOFLINES.pop(key, None)
     assert second.roofline is not None and second.roofline.flops == 123.0
+
+
+def test_an_input_made_by_expand_gets_new_values_between_calls(
+    fixture_task: Callable[[str], Task], make_cpu_options: Callable[..., EvalOptions]
+) -> None:
+    """Position ids made by ``expand`` share memory between elements: the judge's refill of the
+    last call's inputs (same memory, new values) once raised on them, and every candidate,
+    torch.compile's included, ended as a runtime error (GPT-J's rotary task on the H100)."""
+    source = (
+        "import torch.nn as nn\n\n"
+        "class ModelNew(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        import torch\n        self.table = nn.Parameter(torch.randn(66, 16))\n\n"
+        "    def forward(self, x, position_ids):\n        return self.table[position_ids] * x\n"
+    )
+    result = evaluate(fixture_task("expanded_positions"), source, make_cpu_options())
+    assert result.status == Status.OK, result.log
+    assert result.correct

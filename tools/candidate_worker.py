@@ -26,7 +26,7 @@ from .memory import MB, MemoryMeter, allocated_mb, big_tensors
 from .quiet import pin_timing_thread, stop_compile_pools
 from .runner import short_trace
 from .timing import InputSwitcher, Timer
-from .trees import release
+from .trees import refill, release
 from .wire import Channel
 
 Guards = tuple[TimerGuard, PrecisionGuard, ThreadGuard]
@@ -107,9 +107,9 @@ class CandidateServer:
         call's tensors (same memory: a cache keyed on data pointers sees new values)."""
         model = self._model()
         if fields.get("reuse") and self.inputs is not None:
-            for old, new in zip(self.inputs, inputs, strict=True):
+            for i, (old, new) in enumerate(zip(self.inputs, inputs, strict=True)):
                 if isinstance(old, torch.Tensor):
-                    old.copy_(new)
+                    self.inputs[i] = refill(old, new)
         else:
             self.inputs = list(inputs)
         before = Snapshot(self.inputs, self.fingerprints)

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import torch
 
 from .result import Timing
-from .trees import release
+from .trees import refill, release
 
 _perf_counter = time.perf_counter
 _Event = torch.cuda.Event
@@ -281,9 +281,9 @@ class InputSwitcher:
     def __call__(self) -> None:
         self.turn ^= 1
         if self.swap:
-            for live, other in zip(self.inputs, self.spare, strict=True):
+            for i, (live, other) in enumerate(zip(self.inputs, self.spare, strict=True)):
                 if isinstance(live, torch.Tensor):
-                    _swap(live, other)
+                    self.inputs[i], self.spare[i] = _swap(live, other)
         else:
             _load(self.inputs, self.sets[self.turn])
 
@@ -311,18 +311,19 @@ SWAP_SLICE = 1 << 24  # elements swapped at a time (a 64 MB temporary for float3
 
 
 def _load(targets: list[Any], sources: list[Any]) -> None:
-    for target, source in zip(targets, sources, strict=True):
+    """The sources' values into the targets' memory (``refill``: an expanded input whose rows
+    differ is replaced in the list instead, so the callables, which read the list, see it)."""
+    for i, (target, source) in enumerate(zip(targets, sources, strict=True)):
         if isinstance(target, torch.Tensor):
-            target.copy_(source)
+            targets[i] = refill(target, source)
 
 
-def _swap(a: torch.Tensor, b: torch.Tensor) -> None:
-    """Exchange the values of two tensors of one shape in place, with one slice's temporary."""
+def _swap(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Exchange the values of two tensors of one shape in place, with one slice's temporary;
+    the tensors that hold them after (see ``refill``)."""
     if not (a.is_contiguous() and b.is_contiguous()) or a.numel() <= SWAP_SLICE:
         held = a.clone()
-        a.copy_(b)
-        b.copy_(held)
-        return
+        return refill(a, b), refill(b, held)
     flat_a, flat_b = a.view(-1), b.view(-1)
     held = torch.empty(SWAP_SLICE, dtype=a.dtype, device=a.device)
     for start in range(0, flat_a.numel(), SWAP_SLICE):
@@ -331,3 +332,4 @@ def _swap(a: torch.Tensor, b: torch.Tensor) -> None:
         part.copy_(x)
         x.copy_(y)
         y.copy_(part)
+    return a, b

@@ -35,7 +35,7 @@ from .memory import MB
 from .precision import PrecisionClass
 from .remote import RemoteCandidate
 from .roofline import tensor_bytes
-from .trees import clone, flatten, release
+from .trees import clone, flatten, refill, release
 
 CALLS_PER_TRIAL = 2  # the same instances called twice: catches results cached in self or by data pointer
 # inputs over big_bytes (1 GiB): this share of the trials (at least 2), each over billions of values
@@ -217,10 +217,9 @@ class Verifier:
         self.inputs_bytes = tensor_bytes(fresh)
         if reuse is None:
             return fresh
-        for old, new in zip(reuse, fresh, strict=True):
-            if isinstance(old, torch.Tensor):
-                old.copy_(new)  # same storage, new values
-        return reuse
+        return [  # same storage, new values
+            refill(old, new) if isinstance(old, torch.Tensor) else old for old, new in zip(reuse, fresh, strict=True)
+        ]
 
     def _reference_call(self, reference: torch.nn.Module, inputs: list[Any]) -> tuple[Any, bool]:
         """The reference's output on ``inputs`` and whether it changed them (they are then
@@ -239,7 +238,7 @@ class Verifier:
                     if isinstance(target, torch.Tensor):
                         target.copy_(source)
             else:  # fingerprinted (multi-GB): the same draw again, into the same tensors
-                self._inputs(self.drawn_from, reuse=inputs)
+                inputs[:] = self._inputs(self.drawn_from, reuse=inputs)
                 if not before.matches(inputs):
                     raise RuntimeError(
                         "the task's get_inputs() draws other values from the same seed, and its Model "

@@ -218,7 +218,8 @@ class Verifier:
         if reuse is None:
             return fresh
         return [  # same storage, new values
-            refill(old, new) if isinstance(old, torch.Tensor) else old for old, new in zip(reuse, fresh, strict=True)
+            refill(old, new) if isinstance(old, torch.Tensor) else old
+            for old, new in zip(reuse, fresh, strict=True)
         ]
 
     def _reference_call(self, reference: torch.nn.Module, inputs: list[Any]) -> tuple[Any, bool]:

@@ -62,6 +62,18 @@ def _neox(q: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor
     return torch.cat((part * cos + _rotate_half(part) * sin, q[..., rot:]), dim=-1)
 
 
+def _gptj(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """GPT-J's interleaved partial rotary (bench/realistic/dev/gptj_interleaved_rotary.py)."""
+
+    def every_two(x: torch.Tensor) -> torch.Tensor:
+        return torch.stack((-x[..., 1::2], x[..., ::2]), dim=-1).flatten(-2)
+
+    rot = cos.shape[-1]
+    return tuple(
+        torch.cat((x[..., :rot] * cos + every_two(x[..., :rot]) * sin, x[..., rot:]), dim=-1) for x in (q, k)
+    )
+
+
 def rotary_cases() -> list[Case]:
     dev, f = "cuda", 4
     angles = torch.randn(4, 2048, 128, device=dev) * 3
@@ -72,11 +84,18 @@ def rotary_cases() -> list[Case]:
     nq = torch.randn(4, 32, 2048, 128, device=dev)
     # least bytes: q and k read and written once, the tables read once
     rope_bytes = 2 * (q.numel() + k.numel()) * f + 2 * cos.numel() * f
+    # GPT-J: (batch, positions, heads, head dim), 64 of 256 dims turned, tables repeated per pair
+    gq, gk = torch.randn(4, 2048, 16, 256, device=dev), torch.randn(4, 2048, 16, 256, device=dev)
+    pairs = (torch.randn(4, 2048, 1, 32, device=dev) * 3).repeat_interleave(2, -1)
+    gcos, gsin = pairs.cos(), pairs.sin()
     return [
         ("rotary, Llama 3 8B queries and keys (4 x 32/8 x 2048 x 128)", _rope,
          lambda q, k, c, s: (rotary.rotary(q, c, s), rotary.rotary(k, c, s)), [q, k, cos, sin], rope_bytes),
         ("partial rotary, GPT-NeoX (32 of 128 dims, 4 x 32 x 2048)", _neox, rotary.rotary, [nq, ncos, nsin],
          2 * nq.numel() * f + 2 * ncos.numel() * f),
+        ("interleaved partial rotary, GPT-J (64 of 256 dims, 4 x 2048 x 16)", _gptj,
+         lambda q, k, c, s: (rotary.rotary(q, c, s, True), rotary.rotary(k, c, s, True)), [gq, gk, gcos, gsin],
+         4 * gq.numel() * f + 2 * gcos.numel() * f),
     ]  # fmt: skip
 
 

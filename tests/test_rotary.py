@@ -67,6 +67,8 @@ pairs = (torch.randn(2, 7, 4) * 3).repeat_interleave(2, -1)
 check(torch.randn(2, 3, 7, 8), pairs.cos()[:, None], pairs.sin()[:, None], "gpt-j", True)
 check(torch.randn(2, 7, 3, 16), pairs.cos()[:, :, None], pairs.sin()[:, :, None], "gpt-j: 8 of 16", True)
 check(torch.randn(2, 3, 7, 8), angles.cos()[:, None], angles.sin()[:, None], "interleaved, own tables", True)
+six = (torch.randn(2, 7, 6) * 3).repeat_interleave(2, -1)  # 6 pairs: the tile of 16 columns masked past 12
+check(torch.randn(2, 3, 7, 20), six.cos()[:, None], six.sin()[:, None], "gpt-j: 12 of 20", True)
 for _ in range(2):  # a refused call is refused again: nothing of it is kept
     try:
         r.rotary(torch.randn(2, 8), torch.randn(2, 5), torch.randn(2, 5))
@@ -87,14 +89,22 @@ def test_the_autotuner_times_only_tiles_that_spread_over_their_threads():
     from kforge.tools import rotary
 
     configs = rotary._configs()
-    for half, rest in ((64, 1), (16, 128), (4, 1)):
-        kept = rotary._fitting(configs, {}, BLOCK_H=half, BLOCK_P=rest)
-        width = max(half, rest)
+    for half, rest, interleaved in (
+        (64, 1, False),
+        (16, 128, False),
+        (4, 1, False),
+        (32, 256, True),
+        (64, 1, True),
+    ):
+        kept = rotary._fitting(configs, {}, BLOCK_H=half, BLOCK_P=rest, INTERLEAVED=interleaved)
+        width = max(half * (2 if interleaved else 1), rest)  # interleaved: one tile of both columns
         assert kept and all(
             rotary.MIN_PER_THREAD <= c.kwargs["BLOCK_R"] * width / (32 * c.num_warps) <= rotary.PER_THREAD
             for c in kept
         ), (half, rest, kept)
-    (wide,) = rotary._fitting(configs, {}, BLOCK_H=1 << 14, BLOCK_P=1)  # fits no tile: one row, most warps
+    (wide,) = rotary._fitting(
+        configs, {}, BLOCK_H=1 << 14, BLOCK_P=1, INTERLEAVED=False
+    )  # fits no tile: one row, most warps
     assert wide.kwargs["BLOCK_R"] == 1 and wide.num_warps == 8
 
 

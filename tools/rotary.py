@@ -51,26 +51,35 @@ def rotary_kernel(
     bh = rows // S
     h = bh % H
     b = bh // H
-    cols = tl.arange(0, BLOCK_H)
-    mask = live[:, None] & (cols < HALF)[None, :]
-    if INTERLEAVED:  # a pair's columns: first and second
-        first = cols * 2
-        second = first + 1
-    else:
-        first = cols
-        second = cols + HALF
     xb = (b * sxb + h * sxh + s * sxs)[:, None]
     cb = (b * scb + h * sch + s * scs)[:, None]
     sb = (b * ssb + h * ssh + s * sss)[:, None]
     yb = (b * syb + h * syh + s * sys)[:, None]
-    x1 = tl.load(x_ptr + xb + first[None, :], mask=mask, other=0.0)
-    x2 = tl.load(x_ptr + xb + second[None, :], mask=mask, other=0.0)
-    c1 = tl.load(c_ptr + cb + first[None, :], mask=mask, other=0.0)
-    c2 = tl.load(c_ptr + cb + second[None, :], mask=mask, other=0.0)
-    s1 = tl.load(s_ptr + sb + first[None, :], mask=mask, other=0.0)
-    s2 = tl.load(s_ptr + sb + second[None, :], mask=mask, other=0.0)
-    tl.store(y_ptr + yb + first[None, :], x1 * c1 + (-x2) * s1, mask=mask)
-    tl.store(y_ptr + yb + second[None, :], x2 * c2 + x1 * s2, mask=mask)
+    if INTERLEAVED:  # a pair is columns 2j and 2j + 1: the row read and written whole, split in registers
+        cols = tl.arange(0, 2 * BLOCK_H)
+        mask = live[:, None] & (cols < 2 * HALF)[None, :]
+        x1, x2 = tl.split(
+            tl.reshape(tl.load(x_ptr + xb + cols[None, :], mask=mask, other=0.0), (BLOCK_R, BLOCK_H, 2))
+        )
+        c1, c2 = tl.split(
+            tl.reshape(tl.load(c_ptr + cb + cols[None, :], mask=mask, other=0.0), (BLOCK_R, BLOCK_H, 2))
+        )
+        s1, s2 = tl.split(
+            tl.reshape(tl.load(s_ptr + sb + cols[None, :], mask=mask, other=0.0), (BLOCK_R, BLOCK_H, 2))
+        )
+        y = tl.join(x1 * c1 + (-x2) * s1, x2 * c2 + x1 * s2)
+        tl.store(y_ptr + yb + cols[None, :], tl.reshape(y, (BLOCK_R, 2 * BLOCK_H)), mask=mask)
+    else:  # columns j and j + HALF
+        cols = tl.arange(0, BLOCK_H)
+        mask = live[:, None] & (cols < HALF)[None, :]
+        x1 = tl.load(x_ptr + xb + cols[None, :], mask=mask, other=0.0)
+        x2 = tl.load(x_ptr + xb + HALF + cols[None, :], mask=mask, other=0.0)
+        c1 = tl.load(c_ptr + cb + cols[None, :], mask=mask, other=0.0)
+        c2 = tl.load(c_ptr + cb + HALF + cols[None, :], mask=mask, other=0.0)
+        s1 = tl.load(s_ptr + sb + cols[None, :], mask=mask, other=0.0)
+        s2 = tl.load(s_ptr + sb + HALF + cols[None, :], mask=mask, other=0.0)
+        tl.store(y_ptr + yb + cols[None, :], x1 * c1 + (-x2) * s1, mask=mask)
+        tl.store(y_ptr + yb + HALF + cols[None, :], x2 * c2 + x1 * s2, mask=mask)
     if REST > 0:  # a partial rotary: the columns after the rotated ones, copied
         rest = tl.arange(0, BLOCK_P)
         keep = live[:, None] & (rest < REST)[None, :]
@@ -92,7 +101,10 @@ MIN_PER_THREAD = 4  # and at least: fewer leave threads with nothing to load
 
 def _fitting(configs: list[triton.Config], args: dict[str, Any], **constexprs: Any) -> list[triton.Config]:
     """The tiles whose values spread over the program's threads without spilling or idling."""
-    width = max(constexprs["BLOCK_H"], constexprs["BLOCK_P"])
+    pairs = constexprs["BLOCK_H"] * (
+        2 if constexprs["INTERLEAVED"] else 1
+    )  # interleaved: one tile of both columns
+    width = max(pairs, constexprs["BLOCK_P"])
     fit = [
         c
         for c in configs

@@ -619,3 +619,44 @@ def test_the_rotary_candidate_is_verified_and_one_with_cos_and_sin_swapped_is_ca
     )
     _, good, wrong = _judged(tmp_path, ROTARY_TASK, flat, make_cpu_options)
     assert good.status == Status.OK and wrong.status == Status.INCORRECT, wrong.log
+
+
+def test_a_norm_beside_large_gemms_gets_no_round_one_place(tmp_path):
+    """On compute-bound blocks the template was never the best of 26 measured (a LayerNorm
+    beside GEMMs: 0.70-1.21x over eager, the best 1.15-5.56x), and its round-one place pushed
+    out the 3xTF32 GEMM: the bonus is for memory-bound tasks only."""
+    from kforge.agent.policy import embedded
+    from kforge.agent.policy.base import Context
+    from kforge.tools.hardware import spec_for
+
+    path = tmp_path / "linear_norm.py"
+    path.write_text(
+        "import torch\nimport torch.nn as nn\n\n"
+        "class Model(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.up, self.norm = nn.Linear(1024, 4096), nn.LayerNorm(4096)\n\n"
+        "    def forward(self, x):\n        return self.norm(self.up(x))\n\n"
+        "def get_inputs():\n    return [torch.randn(4096, 1024)]\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    ctx = Context(
+        task=load_task(path),
+        hardware=spec_for("H100-SXM"),
+        precision="fp32",
+        baseline=None,
+        docs=[],
+        attempts=[],
+    )
+    analysis = embedded.EmbeddedPolicy()._analysis(ctx)
+    assert analysis.templates is not None and analysis.features.bound == "compute"
+    assert "triton-template" not in embedded.evidence(analysis)
+    # the same norm alone is memory-bound: the bonus stays
+    path.write_text(
+        path.read_text()
+        .replace("return self.norm(self.up(x))", "return self.norm(x)")
+        .replace("torch.randn(4096, 1024)", "torch.randn(4096, 4096)")
+    )
+    ctx.task = load_task(path)
+    alone = embedded.EmbeddedPolicy()._analysis(ctx)
+    assert alone.templates is not None and alone.features.bound == "memory"
+    assert embedded.evidence(alone) == {"triton-template": embedded.TEMPLATE_ON_KERNEL}

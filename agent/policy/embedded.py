@@ -51,6 +51,11 @@ CONV_ON_KERNEL = 1.0
 # hand-written attention's softmax: the algebraic passes before it made that SDPA). The ranker
 # has never seen the family (UNSEEN_SCORE), so it came fifth on every task it applies to and a
 # three-candidate round never measured it. It goes second, after the ranker's first choice.
+# Only where the task is memory-bound: on compute-bound tasks the patterns are a small share of
+# the time. Across the realistic sets' compute-bound blocks the template was measured on 26
+# (H100, 2026-11-26/27: a LayerNorm beside GEMMs or attention) and was never the best: 0.70-1.21x
+# over eager where the best reached 1.15-5.56x, and its round-one place pushed out the 3xTF32
+# GEMM (Conformer's, which then had no round left to go under compile and a CUDA graph).
 TEMPLATE_ON_KERNEL = 2.0
 SECOND = ("triton-template",)  # families placed second when the analysis found their pattern
 # Families the ranker has no trajectories of, scored as the family they refine (the same
@@ -77,7 +82,7 @@ def evidence(task: TaskAnalysis) -> dict[str, float]:
         bonus["tf32x3-gemm"] = ATTENTION_ON_KERNEL
     if task.conv3 is not None and "_kforge_conv3_bn(" in task.conv3[0].method:
         bonus["tf32x3-conv"] = CONV_ON_KERNEL
-    if task.templates is not None:
+    if task.templates is not None and task.features.bound == "memory":
         bonus["triton-template"] = TEMPLATE_ON_KERNEL
     return bonus
 

@@ -890,3 +890,68 @@ def test_the_cpp_wrapper_candidate_lowers_with_inductors_cpp_wrapper_and_returns
     tuned = dataclasses.replace(compile_modes.CPP_WRAPPER, mode="max-autotune")
     with pytest.raises(ValueError, match="default mode only"):
         registry.build(task, tuned, analysis)
+
+
+REL_POS_TASK = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rel = nn.Parameter(torch.randn(27, 8))
+
+    def forward(self, x):
+        coords = torch.arange(14)[:, None] - torch.arange(14)[None, :] + 13  # SAM's get_rel_pos, smaller
+        FORWARD_EDIT
+        return x + self.rel[coords].sum(-1)
+
+
+def get_inputs():
+    return [torch.randn(14, 14)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_an_index_table_the_forward_builds_from_arange_becomes_a_literal_built_once(tmp_path):
+    """SAM's relative positions: the tracer folds ``torch.arange`` of sizes into a 14 x 14 (and
+    64 x 64) index tensor that ModelNew does not have, so every FX strategy was refused on SAM
+    (H100, sixth unseen set). It is now a literal in the code, built on the first call."""
+    from kforge.agent.policy.features import meta_instance
+    from kforge.agent.policy.strategies import fx_rewrite
+    from kforge.tools import fx_source
+
+    path = tmp_path / "rel_pos.py"
+    path.write_text(REL_POS_TASK.replace("FORWARD_EDIT", ""))
+    model, inputs = meta_instance(path)
+    body, fired = fx_rewrite.rewrite(model, inputs, {"any": lambda gm: 1})
+    assert "table((" in body.method and "_tensor_constant" not in body.method
+    task, analysis, _ = _analysis(path)
+    analysis.fx = (body, fired)
+    module = _load(registry.build(task, fx_rewrite.spec(fired), analysis), tmp_path, "cand_rel_pos")
+    reference = _load(path.read_text(), tmp_path, "ref_rel_pos")
+    torch.manual_seed(0)
+    ref = reference.Model()
+    new = module.ModelNew()
+    new.load_state_dict(ref.state_dict())
+    x = reference.get_inputs()
+    with torch.no_grad():
+        torch.testing.assert_close(new(*x), ref(*x), rtol=0, atol=0)
+        kept = dict(fx_source._tables)
+        torch.testing.assert_close(new(*x), ref(*x), rtol=0, atol=0)
+    assert fx_source._tables.keys() == kept.keys() and all(
+        fx_source._tables[k][1] is kept[k][1] for k in kept
+    )
+    # a table the forward writes from a traced value is not a constant: not made a literal
+    # (written as a node, it is read through another node of the same attribute)
+    path.write_text(REL_POS_TASK.replace("FORWARD_EDIT", "coords[0, 0] = x.argmax() % 27"))
+    model, inputs = meta_instance(path)
+    gm = fx_source.trace(model, meta_inputs=inputs)
+    (target,) = {str(n.target) for n in gm.graph.nodes if n.op == "get_attr" and "constant" in str(n.target)}
+    assert not fx_rewrite._only_read(gm, target)
+    fx_rewrite._inline_constants(gm, model)
+    assert any(n.op == "get_attr" and str(n.target) == target for n in gm.graph.nodes)

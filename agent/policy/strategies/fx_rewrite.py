@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 import torch.fx
-from kforge.tools.fx_source import SourceError, emit, trace
+from kforge.tools.fx_source import SourceError, emit, table, trace
 
 from . import fx_attention, fx_inplace
 from .source import Body, Spec
@@ -302,28 +302,58 @@ def rewrite(
 
 
 CONSTANT_MAX_NUMEL = 64
+TABLE_MAX_NUMEL = 1 << 16  # an integer or boolean table the tracer made, as a literal (fx_source.table)
+TABLE_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)
 
 
 def _inline_constants(gm: torch.fx.GraphModule, model: torch.nn.Module) -> None:
     """A small tensor the tracer made (``torch.tensor(x)`` of numbers in the forward: DeBERTa's
     ``torch.log(torch.tensor(...))``, ``torch.sqrt(torch.tensor(d))``) becomes the same
-    ``torch.tensor(values, dtype=...)`` in the code (a CPU tensor, as the forward made it); a
-    larger one stays an attribute ModelNew lacks, so the rewrite is not offered."""
+    ``torch.tensor(values, dtype=...)`` in the code (a CPU tensor, as the forward made it). An
+    integer or boolean table up to TABLE_MAX_NUMEL that the forward only reads (SAM's relative
+    position indices, 64 x 64 from ``torch.arange``) becomes a literal built once
+    (``fx_source.table``). Anything larger stays an attribute ModelNew lacks, so the rewrite is
+    not offered."""
     for node in list(gm.graph.nodes):
         if node.op != "get_attr" or _has_attr(model, str(node.target)):
             continue
         value = getattr(gm, str(node.target), None)
-        if (
-            not isinstance(value, torch.Tensor)
-            or value.device.type != "cpu"
-            or value.numel() > CONSTANT_MAX_NUMEL
-        ):
+        if not isinstance(value, torch.Tensor) or value.device.type != "cpu":
             continue
         with gm.graph.inserting_before(node):
-            made = gm.graph.call_function(torch.tensor, (value.tolist(),), {"dtype": value.dtype})
+            if value.numel() <= CONSTANT_MAX_NUMEL:
+                made = gm.graph.call_function(torch.tensor, (value.tolist(),), {"dtype": value.dtype})
+            elif (
+                value.numel() <= TABLE_MAX_NUMEL
+                and value.dtype in TABLE_DTYPES
+                and _only_read(gm, str(node.target))
+            ):
+                values = tuple(value.reshape(-1).tolist())
+                made = gm.graph.call_function(table, (values, value.dtype, tuple(value.shape)))
+            else:
+                continue
         made.meta.update(node.meta)
         node.replace_all_uses_with(made)
         gm.graph.erase_node(node)
+
+
+WRITES = {"__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__imod__",
+          "__ipow__", "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__"}  # fmt: skip
+
+
+def _only_read(gm: torch.fx.GraphModule, target: str) -> bool:
+    """Whether no user of any of the graph's reads of attribute ``target`` writes it in place
+    (``x.add_()``, ``x[i] = v``, ``x += v``, ``out=``). What the forward did to it from numbers
+    alone, the tracer did already; a write from a traced value is a node here."""
+    for node in gm.graph.nodes:
+        if node.op != "get_attr" or str(node.target) != target:
+            continue
+        for user in node.users:
+            name = str(getattr(user.target, "__name__", user.target))
+            in_place = name.endswith("_") and not name.endswith("__")
+            if in_place or name in WRITES or user.target is operator.setitem or "out" in user.kwargs:
+                return False
+    return True
 
 
 def _has_attr(model: torch.nn.Module, path: str) -> bool:

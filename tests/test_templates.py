@@ -622,7 +622,7 @@ def test_the_rotary_candidate_is_verified_and_one_with_cos_and_sin_swapped_is_ca
 
 
 def test_a_norm_beside_large_gemms_gets_no_round_one_place(tmp_path):
-    """On compute-bound blocks the template was never the best of 26 measured (a LayerNorm
+    """On compute-bound blocks the template was never the best in 24 measurements (a LayerNorm
     beside GEMMs: 0.70-1.21x over eager, the best 1.15-5.56x), and its round-one place pushed
     out the 3xTF32 GEMM: the bonus is for memory-bound tasks only."""
     from kforge.agent.policy import embedded

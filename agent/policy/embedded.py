@@ -52,10 +52,10 @@ CONV_ON_KERNEL = 1.0
 # has never seen the family (UNSEEN_SCORE), so it came fifth on every task it applies to and a
 # three-candidate round never measured it. It goes second, after the ranker's first choice.
 # Only where the task is memory-bound: on compute-bound tasks the patterns are a small share of
-# the time. Across the realistic sets' compute-bound blocks the template was measured 24 times
-# (23 blocks, H100, 2026-11-26/27: a LayerNorm beside GEMMs or attention) and was never the best: 0.70-1.21x
-# over eager where the best reached 1.15-5.56x, and its round-one place pushed out the 3xTF32
-# GEMM (Conformer's, which then had no round left to go under compile and a CUDA graph).
+# the time. On the realistic sets' compute-bound blocks the template was measured 24 times (23
+# blocks, H100, 2026-11-26/27: a LayerNorm beside GEMMs or attention) and was never the best:
+# 0.70-1.21x over eager where the best reached 1.15-5.56x, and its round-one place pushed out
+# the 3xTF32 GEMM (Conformer's, which then had no round left to go under compile and a graph).
 TEMPLATE_ON_KERNEL = 2.0
 SECOND = ("triton-template",)  # families placed second when the analysis found their pattern
 # Families the ranker has no trajectories of, scored as the family they refine (the same

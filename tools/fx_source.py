@@ -154,22 +154,6 @@ def emit(gm: torch.fx.GraphModule, helpers: dict[str, Callable[..., Any]] | None
     return "\n".join(prelude), src.strip("\n") + "\n"
 
 
-_tables: dict[int, tuple[tuple[Any, ...], torch.Tensor]] = {}
-
-
-def table(values: tuple[Any, ...], dtype: torch.dtype, shape: tuple[int, ...]) -> torch.Tensor:
-    """An index table the tracer made from Python numbers (SAM's relative positions, a
-    ``torch.arange`` of a size), written into the emitted code as a tuple literal: built on the
-    first call and kept by the literal's identity (one object, the code's constant), so a call
-    costs a dictionary lookup, not a 4,096-element ``torch.tensor``. A CPU tensor, as the forward
-    made it; the forward only reads it (fx_rewrite checks)."""
-    kept = _tables.get(id(values))
-    if kept is None or kept[0] is not values:
-        kept = (values, torch.tensor(values, dtype=dtype).reshape(shape))
-        _tables[id(values)] = kept
-    return kept[1]
-
-
 def importable(obj: Any) -> bool:
     """Whether ``from obj.__module__ import obj.__name__`` gives ``obj`` back."""
     module, name = getattr(obj, "__module__", None), getattr(obj, "__name__", None)

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 import torch.fx
-from kforge.tools.fx_source import SourceError, emit, table, trace
+from kforge.tools.fx_source import SourceError, emit, trace
 
 from . import fx_attention, fx_inplace
 from .source import Body, Spec
@@ -291,9 +291,11 @@ def rewrite(
     _inline_constants(gm, model)
     gm.graph.lint()
     try:
-        prelude, src = emit(gm, helpers)
+        prelude, src = emit(gm, {**(helpers or {}), "_kforge_table": table})
     except SourceError:
         return None  # a global the emitted code cannot name
+    if "_kforge_table(" in src:
+        prelude = TABLE_HELPER.strip("\n") + ("\n\n\n" + prelude if prelude else "")
     for node in gm.graph.nodes:
         if node.op == "get_attr" and not _has_attr(model, str(node.target)):
             return None  # a constant made during tracing: not on ModelNew
@@ -302,7 +304,30 @@ def rewrite(
 
 
 CONSTANT_MAX_NUMEL = 64
-TABLE_MAX_NUMEL = 1 << 16  # an integer or boolean table the tracer made, as a literal (fx_source.table)
+TABLE_MAX_NUMEL = 1 << 16  # an integer or boolean table the tracer made, as a literal (TABLE_HELPER)
+# The candidate's own helper (kforge's modules outside its kernel libraries are the evaluator,
+# which a candidate may not import): the table is built on the first call and kept by the
+# literal's identity (one object, the code's constant), so a call costs a dictionary lookup,
+# not a 4,096-element torch.tensor. Under torch.compile it is a constant of the graph.
+TABLE_HELPER = '''
+_kforge_tables = {}
+
+
+def _kforge_table(values, dtype, shape):
+    """An index table the tracer made from Python numbers, built once (a CPU tensor, as the
+    forward made it; the forward only reads it)."""
+    if torch.compiler.is_compiling():
+        return torch.tensor(values, dtype=dtype).reshape(shape)
+    kept = _kforge_tables.get(id(values))
+    if kept is None or kept[0] is not values:
+        kept = (values, torch.tensor(values, dtype=dtype).reshape(shape))
+        _kforge_tables[id(values)] = kept
+    return kept[1]
+'''
+_helper_namespace: dict[str, Any] = {"torch": torch}
+exec(TABLE_HELPER, _helper_namespace)  # the same function, for the graph's nodes to name
+_kforge_table = table = _helper_namespace["_kforge_table"]
+table.__module__ = __name__  # fx names a call's target by its module (emit then renames it)
 TABLE_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)
 
 
@@ -312,7 +337,7 @@ def _inline_constants(gm: torch.fx.GraphModule, model: torch.nn.Module) -> None:
     ``torch.tensor(values, dtype=...)`` in the code (a CPU tensor, as the forward made it). An
     integer or boolean table up to TABLE_MAX_NUMEL that the forward only reads (SAM's relative
     position indices, 64 x 64 from ``torch.arange``) becomes a literal built once
-    (``fx_source.table``). Anything larger stays an attribute ModelNew lacks, so the rewrite is
+    (``TABLE_HELPER``). Anything larger stays an attribute ModelNew lacks, so the rewrite is
     not offered."""
     for node in list(gm.graph.nodes):
         if node.op != "get_attr" or _has_attr(model, str(node.target)):
@@ -329,7 +354,9 @@ def _inline_constants(gm: torch.fx.GraphModule, model: torch.nn.Module) -> None:
                 and _only_read(gm, str(node.target))
             ):
                 values = tuple(value.reshape(-1).tolist())
-                made = gm.graph.call_function(table, (values, value.dtype, tuple(value.shape)))
+                made = gm.graph.call_function(
+                    table, (values, value.dtype, tuple(value.shape)), name="index_table"
+                )
             else:
                 continue
         made.meta.update(node.meta)

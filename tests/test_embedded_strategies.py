@@ -922,7 +922,7 @@ def test_an_index_table_the_forward_builds_from_arange_becomes_a_literal_built_o
     64 x 64) index tensor that ModelNew does not have, so every FX strategy was refused on SAM
     (H100, sixth unseen set). It is now a literal in the code, built on the first call."""
     from kforge.agent.policy.features import meta_instance
-    from kforge.agent.policy.strategies import fx_rewrite
+    from kforge.agent.policy.strategies import fx_constants, fx_rewrite
     from kforge.tools import fx_source
 
     path = tmp_path / "rel_pos.py"
@@ -960,6 +960,6 @@ def test_an_index_table_the_forward_builds_from_arange_becomes_a_literal_built_o
     model, inputs = meta_instance(path)
     gm = fx_source.trace(model, meta_inputs=inputs)
     (target,) = {str(n.target) for n in gm.graph.nodes if n.op == "get_attr" and "constant" in str(n.target)}
-    assert not fx_rewrite._only_read(gm, target)
-    fx_rewrite._inline_constants(gm, model)
+    assert not fx_constants.only_read(gm, target)
+    fx_constants.inline(gm, model)
     assert any(n.op == "get_attr" and str(n.target) == target for n in gm.graph.nodes)

@@ -24,7 +24,7 @@ import torch
 import torch.fx
 from kforge.tools.fx_source import SourceError, emit, trace
 
-from . import fx_attention, fx_inplace
+from . import fx_attention, fx_constants, fx_inplace
 from .source import Body, Spec
 
 Node = torch.fx.Node
@@ -288,108 +288,19 @@ def rewrite(
     if not fired:
         return None
     fx_inplace.eliminate_dead_code(gm.graph)
-    _inline_constants(gm, model)
+    fx_constants.inline(gm, model)
     gm.graph.lint()
     try:
-        prelude, src = emit(gm, {**(helpers or {}), "_kforge_table": table})
+        prelude, src = emit(gm, {**(helpers or {}), "_kforge_table": fx_constants.table})
     except SourceError:
         return None  # a global the emitted code cannot name
     if "_kforge_table(" in src:
-        prelude = TABLE_HELPER.strip("\n") + ("\n\n\n" + prelude if prelude else "")
+        prelude = fx_constants.TABLE_HELPER.strip("\n") + ("\n\n\n" + prelude if prelude else "")
     for node in gm.graph.nodes:
-        if node.op == "get_attr" and not _has_attr(model, str(node.target)):
+        if node.op == "get_attr" and not fx_constants.has_attr(model, str(node.target)):
             return None  # a constant made during tracing: not on ModelNew
     method = src.strip("\n").replace("def forward(self", "def _kforge_body(self", 1)
     return Body(method=method + "\n", prelude=prelude), fired
-
-
-CONSTANT_MAX_NUMEL = 64
-TABLE_MAX_NUMEL = 1 << 16  # an integer or boolean table the tracer made, as a literal (TABLE_HELPER)
-# The candidate's own helper (kforge's modules outside its kernel libraries are the evaluator,
-# which a candidate may not import): the table is built on the first call and kept by the
-# literal's identity (one object, the code's constant), so a call costs a dictionary lookup,
-# not a 4,096-element torch.tensor. Under torch.compile it is a constant of the graph.
-TABLE_HELPER = '''
-_kforge_tables = {}
-
-
-def _kforge_table(values, dtype, shape):
-    """An index table the tracer made from Python numbers, built once (a CPU tensor, as the
-    forward made it; the forward only reads it)."""
-    if torch.compiler.is_compiling():
-        return torch.tensor(values, dtype=dtype).reshape(shape)
-    kept = _kforge_tables.get(id(values))
-    if kept is None or kept[0] is not values:
-        kept = (values, torch.tensor(values, dtype=dtype).reshape(shape))
-        _kforge_tables[id(values)] = kept
-    return kept[1]
-'''
-_helper_namespace: dict[str, Any] = {"torch": torch}
-exec(TABLE_HELPER, _helper_namespace)  # the same function, for the graph's nodes to name
-_kforge_table = table = _helper_namespace["_kforge_table"]
-table.__module__ = __name__  # fx names a call's target by its module (emit then renames it)
-TABLE_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)
-
-
-def _inline_constants(gm: torch.fx.GraphModule, model: torch.nn.Module) -> None:
-    """A small tensor the tracer made (``torch.tensor(x)`` of numbers in the forward: DeBERTa's
-    ``torch.log(torch.tensor(...))``, ``torch.sqrt(torch.tensor(d))``) becomes the same
-    ``torch.tensor(values, dtype=...)`` in the code (a CPU tensor, as the forward made it). An
-    integer or boolean table up to TABLE_MAX_NUMEL that the forward only reads (SAM's relative
-    position indices, 64 x 64 from ``torch.arange``) becomes a literal built once
-    (``TABLE_HELPER``). Anything larger stays an attribute ModelNew lacks, so the rewrite is
-    not offered."""
-    for node in list(gm.graph.nodes):
-        if node.op != "get_attr" or _has_attr(model, str(node.target)):
-            continue
-        value = getattr(gm, str(node.target), None)
-        if not isinstance(value, torch.Tensor) or value.device.type != "cpu":
-            continue
-        with gm.graph.inserting_before(node):
-            if value.numel() <= CONSTANT_MAX_NUMEL:
-                made = gm.graph.call_function(torch.tensor, (value.tolist(),), {"dtype": value.dtype})
-            elif (
-                value.numel() <= TABLE_MAX_NUMEL
-                and value.dtype in TABLE_DTYPES
-                and _only_read(gm, str(node.target))
-            ):
-                values = tuple(value.reshape(-1).tolist())
-                made = gm.graph.call_function(
-                    table, (values, value.dtype, tuple(value.shape)), name="index_table"
-                )
-            else:
-                continue
-        made.meta.update(node.meta)
-        node.replace_all_uses_with(made)
-        gm.graph.erase_node(node)
-
-
-WRITES = {"__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__imod__",
-          "__ipow__", "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__"}  # fmt: skip
-
-
-def _only_read(gm: torch.fx.GraphModule, target: str) -> bool:
-    """Whether no user of any of the graph's reads of attribute ``target`` writes it in place
-    (``x.add_()``, ``x[i] = v``, ``x += v``, ``out=``). What the forward did to it from numbers
-    alone, the tracer did already; a write from a traced value is a node here."""
-    for node in gm.graph.nodes:
-        if node.op != "get_attr" or str(node.target) != target:
-            continue
-        for user in node.users:
-            name = str(getattr(user.target, "__name__", user.target))
-            in_place = name.endswith("_") and not name.endswith("__")
-            if in_place or name in WRITES or user.target is operator.setitem or "out" in user.kwargs:
-                return False
-    return True
-
-
-def _has_attr(model: torch.nn.Module, path: str) -> bool:
-    obj: Any = model
-    for part in path.split("."):
-        if not hasattr(obj, part):
-            return False
-        obj = getattr(obj, part)
-    return True
 
 
 def spec(fired: list[str], runner: str = "eager") -> Spec:

@@ -963,3 +963,46 @@ def test_an_index_table_the_forward_builds_from_arange_becomes_a_literal_built_o
     assert not fx_constants.only_read(gm, target)
     fx_constants.inline(gm, model)
     assert any(n.op == "get_attr" and str(n.target) == target for n in gm.graph.nodes)
+
+
+ITEM_IN_INIT = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, depth=4, width=512):
+        super().__init__()
+        self.rates = [x.item() for x in torch.linspace(0, 0.1, depth)]  # Swin's drop-path rule
+        self.layers = nn.ModuleList(nn.Linear(width, width) for _ in range(depth))
+        self.register_buffer("scale", torch.full((width,), 0.5))
+
+    def forward(self, x):
+        for layer, rate in zip(self.layers, self.rates):
+            x = x + layer(x) * (1.0 - rate) * self.scale
+        return x
+
+
+def get_inputs():
+    return [torch.randn(64, 512)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_model_whose_init_reads_a_tensor_back_is_analysed(tmp_path):
+    """KernelBench's Swin (L3 29, 30) calls .item() on a torch.linspace in __init__, which the
+    meta device cannot answer: no FX analysis at all. The small tensors made from numbers are
+    made on the CPU in a second try; the weights stay on the meta device."""
+    from kforge.agent.policy.features import meta_instance
+
+    path = tmp_path / "item_in_init.py"
+    path.write_text(ITEM_IN_INIT)
+    model, inputs = meta_instance(path)
+    assert model.rates == pytest.approx([0.0, 0.1 / 3, 0.2 / 3, 0.1])
+    assert {p.device.type for p in model.parameters()} == {"meta"} and model.scale.device.type == "meta"
+    _, analysis, _ = _analysis(path)
+    assert not any(n.startswith("no FX") for n in analysis.notes), analysis.notes
+    assert analysis.features.launches > 0 and analysis.features.flops == 4 * 2 * 64 * 512 * 512

@@ -164,13 +164,40 @@ FEATURE_NAMES = [
 
 
 def meta_instance(task_path: Path) -> tuple[torch.nn.Module, list[Any]]:
-    """The task's Model and inputs built on the meta device (no memory, no compute)."""
+    """The task's Model and inputs built on the meta device (no memory, no compute). A Model
+    whose ``__init__`` reads a value back from a tensor it made (Swin's drop-path rates,
+    ``[x.item() for x in torch.linspace(...)]``) is built again with the small tensors made from
+    numbers on the CPU, then moved to the meta device."""
     module = import_file(task_path, f"kforge_features_{uuid.uuid4().hex[:8]}")
     with torch.device("meta"):
         torch.manual_seed(0)
-        model = module.Model(*module.get_init_inputs())
+        try:
+            model = module.Model(*module.get_init_inputs())
+        except (RuntimeError, NotImplementedError) as err:
+            if "meta" not in str(err):
+                raise
+            with _SmallOnCpu():
+                model = module.Model(*module.get_init_inputs()).to("meta")
         inputs = list(module.get_inputs())
     return model, inputs
+
+
+class _SmallOnCpu(torch.overrides.TorchFunctionMode):
+    """Inside ``torch.device("meta")``: a tensor made from numbers alone (``torch.linspace``,
+    ``torch.zeros``) of at most SMALL_ON_CPU elements is made on the CPU, where its values can be
+    read; larger ones (the weights) stay on the meta device."""
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if func in torch.utils._device._device_constructors() and kwargs.get("device") is None:
+            made = func(*args, **{**kwargs, "device": "meta"})
+            if isinstance(made, torch.Tensor) and made.numel() <= SMALL_ON_CPU:
+                return func(*args, **{**kwargs, "device": "cpu"})
+            return made
+        return func(*args, **kwargs)
+
+
+SMALL_ON_CPU = 1 << 16
 
 
 def task_features(

@@ -1006,3 +1006,56 @@ def test_a_model_whose_init_reads_a_tensor_back_is_analysed(tmp_path):
     _, analysis, _ = _analysis(path)
     assert not any(n.startswith("no FX") for n in analysis.notes), analysis.notes
     assert analysis.features.launches > 0 and analysis.features.flops == 4 * 2 * 64 * 512 * 512
+
+
+CHUNKED_FIELDS = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, fields=3, width=8):
+        super().__init__()
+        self.fields = fields
+        self.norms = nn.ModuleList(nn.LayerNorm(width) for _ in range(fields))
+
+    def forward(self, x):
+        parts = x.chunk(self.fields, dim=1)  # MaskNet's per-field norms
+        return torch.cat([self.norms[i](part) for i, part in enumerate(parts)], dim=1) * 2.0
+
+
+def get_inputs():
+    return [torch.randn(4, 3, 8)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_loop_over_a_chunked_tensor_traces_with_its_known_length(tmp_path):
+    """MaskNet (fifth unseen set) and fairseq's MoE layer (third) loop over ``x.chunk(n)``:
+    FX cannot iterate a traced value, so neither got any FX analysis. With shapes known the
+    tuple's length is known, and the loop unrolls."""
+    from kforge.agent.policy.features import meta_instance
+    from kforge.agent.policy.strategies import fx_rewrite
+
+    path = tmp_path / "chunked.py"
+    path.write_text(CHUNKED_FIELDS)
+    model, inputs = meta_instance(path)
+    body, fired = fx_rewrite.rewrite(model, inputs, {"any": lambda gm: 1})
+    assert body.method.count("getitem") >= 3
+    task, analysis, _ = _analysis(path)
+    assert not any(n.startswith("no FX") for n in analysis.notes), analysis.notes
+    analysis.fx = (body, fired)
+    module = _load(registry.build(task, fx_rewrite.spec(fired), analysis), tmp_path, "cand_chunked")
+    reference = _load(CHUNKED_FIELDS, tmp_path, "ref_chunked")
+    torch.manual_seed(0)
+    ref = reference.Model()
+    for norm in ref.norms:
+        torch.nn.init.uniform_(norm.weight, 0.5, 1.5)
+    new = module.ModelNew()
+    new.load_state_dict(ref.state_dict())
+    x = reference.get_inputs()
+    with torch.no_grad():
+        torch.testing.assert_close(new(*x), ref(*x), rtol=0, atol=0)

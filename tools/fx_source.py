@@ -69,8 +69,9 @@ def trace(
 
 def _meta_tracer() -> Any:
     """FX's MetaTracer, with ``x.size(0)`` an int: FX's own reads dim 0 as no dim (``if dim``)
-    and gives the whole shape (DeBERTa's ``query_layer.size(0) // heads`` failed on it); and
-    ``x.ndim`` an int, as ``x.dim()`` is (diffusers' ``if tensor.ndim == 3`` failed on it)."""
+    and gives the whole shape (DeBERTa's ``query_layer.size(0) // heads`` failed on it);
+    ``x.ndim`` an int, as ``x.dim()`` is (diffusers' ``if tensor.ndim == 3`` failed on it); and a
+    tuple of known length iterable (``for part in x.chunk(n)``)."""
     from torch.fx.experimental.meta_tracer import MetaProxy, MetaTracer
 
     class SizedProxy(MetaProxy):
@@ -85,6 +86,14 @@ def _meta_tracer() -> Any:
             if hasattr(self, "_tensor_meta") and self._tensor_meta is not None:
                 return self._tensor_meta.ndim
             return self.tracer.create_proxy("call_function", getattr, (self, "ndim"), {})
+
+        def __iter__(self) -> Any:
+            # a tuple of known length (``x.chunk(n)``, ``x.split(k)``, ``x.unbind()``): its
+            # items, so a loop over them traces (MaskNet's fields, fairseq's experts)
+            known = getattr(self, "_tensor_meta", None)
+            if isinstance(known, tuple | list):
+                return iter([self[i] for i in range(len(known))])  # type: ignore[index]
+            return super().__iter__()
 
     class Tracer(MetaTracer):
         def proxy(self, node: torch.fx.Node) -> MetaProxy:

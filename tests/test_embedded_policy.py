@@ -305,25 +305,3 @@ def test_no_cuda_graph_where_its_copies_of_gigabytes_cannot_win(tmp_path: Path, 
     names = [p.strategy for p in first + later]
     replays = [n for n in names if re.search(r"cuda-graph|reduce-overhead|max-autotune(?!-no-cudagraphs)", n)]
     assert later and bool(replays) == graphs, names
-
-
-def test_a_template_that_lost_to_the_compiler_is_tried_under_the_compilers_runner_next():
-    """GPT-J's rotary (H100): the template run eagerly took 0.517 ms and torch.compile with the
-    C++ wrapper 0.252; the gather and repeat_interleaves around the kernel were eager launches.
-    The next round puts the template inside the winner's compiled graph first."""
-    policy = EmbeddedPolicy(families=("compile-default", "triton-template"))
-    ctx = _ctx("softmax_rows", eager_ms=1.0, compile_ms=0.5)
-    first = policy.propose(ctx, 2)
-    assert {p.strategy for p in first} == {"compile-default", "triton-template"}, [p.strategy for p in first]
-    measured = [
-        _measured(p, i, 0.01 if p.strategy == "compile-default" else 0.03) for i, p in enumerate(first)
-    ]
-    second = policy.propose(_ctx("softmax_rows", measured, eager_ms=1.0, compile_ms=0.5), 2)
-    assert second and second[0].strategy == "triton-template+compile-default", [p.strategy for p in second]
-    assert "_kforge_softmax(" in second[0].source and "torch.compile(" in second[0].source
-    # the template winning eagerly: its own runner variants as before, no crossover
-    won = [_measured(p, i, 0.01 if p.strategy == "triton-template" else 0.03) for i, p in enumerate(first)]
-    after = policy.propose(_ctx("softmax_rows", won, eager_ms=1.0, compile_ms=0.5), 2)
-    assert after and after[0].strategy.startswith("triton-template+compile-default"), [
-        p.strategy for p in after
-    ]

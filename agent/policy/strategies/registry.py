@@ -161,7 +161,6 @@ def variants(spec: Spec, analysis: TaskAnalysis, device: str) -> list[Spec]:
     # convolutions around attention and a GEGLU MLP) had its CUDA graph tuned with cuDNN's
     # benchmark mode, and its 3xTF32 body never ran (2026-11-27)
     out += cudnn + gemms_3x if analysis.conv3 is not None else gemms_3x + cudnn
-    out += _template_variants(spec, combo, analysis) if on_gpu else []
     if spec.runner == "eager":
         if on_gpu and spec.body != "reference":  # kforge's kernels: fused around and launched as one graph
             out.append(dataclasses.replace(combo, runner="compile-graph", mode="default"))
@@ -200,29 +199,6 @@ def _gemm_variants(spec: Spec, combo: Spec, analysis: TaskAnalysis) -> list[Spec
     kernels = dataclasses.replace(combo, body=gemms.body, tag=gemms.tag)
     graphed = dataclasses.replace(kernels, runner="compile-graph", mode=spec.mode or "default")
     return [graphed] if spec.runner == "compile-graph" else [graphed, kernels]
-
-
-def _template_variants(spec: Spec, combo: Spec, analysis: TaskAnalysis) -> list[Spec]:
-    """The reference won under a compiler: the same runner with the memory-bound patterns on
-    the Triton templates (a custom op inside Inductor's graph, which fuses what is around it),
-    then under one CUDA graph too. Run eagerly the template lost to Inductor on GPT-J's rotary
-    (H100: 0.517 ms against 0.252 under the C++ wrapper): its kernel is not the gap, the gather
-    and the four repeat_interleaves around it are, each its own eager launch. The winner's
-    runner first: a graph copies the inputs in on every call (GPT-J's 537 MB: 0.578 ms under
-    compile and a graph against 0.288 under compile alone)."""
-    if (
-        analysis.templates is None
-        or spec.body not in ("reference", "fx")
-        or spec.runner not in ("compile", "compile-graph")
-    ):
-        return []
-    if {"tf32", "bf16"} & set(spec.flags):
-        return []
-    kernels = dataclasses.replace(
-        combo, body="triton-template", tag=templates.spec(analysis.templates[1]).tag
-    )
-    graphed = dataclasses.replace(kernels, runner="compile-graph", mode=spec.mode or "default")
-    return [kernels] if spec.runner == "compile-graph" else [kernels, graphed]
 
 
 def body_of(spec: Spec, analysis: TaskAnalysis) -> Body:

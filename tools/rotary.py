@@ -35,6 +35,13 @@ from .launch import Tuned, cdiv, eager_or_op, next_power_of_2
 
 
 @triton.jit
+def _pairs(row_ptr, cols, mask, BLOCK_R: tl.constexpr, BLOCK_H: tl.constexpr):
+    """Columns 2j and 2j + 1 of each row, loaded as one contiguous tile and split in registers."""
+    tile = tl.load(row_ptr + cols[None, :], mask=mask, other=0.0)
+    return tl.split(tl.reshape(tile, (BLOCK_R, BLOCK_H, 2)))
+
+
+@triton.jit
 def rotary_kernel(
     x_ptr, c_ptr, s_ptr, y_ptr, ROWS, H, S,
     sxb, sxh, sxs, scb, sch, scs, ssb, ssh, sss, syb, syh, sys,
@@ -58,15 +65,9 @@ def rotary_kernel(
     if INTERLEAVED:  # a pair is columns 2j and 2j + 1: the row read and written whole, split in registers
         cols = tl.arange(0, 2 * BLOCK_H)
         mask = live[:, None] & (cols < 2 * HALF)[None, :]
-        x1, x2 = tl.split(
-            tl.reshape(tl.load(x_ptr + xb + cols[None, :], mask=mask, other=0.0), (BLOCK_R, BLOCK_H, 2))
-        )
-        c1, c2 = tl.split(
-            tl.reshape(tl.load(c_ptr + cb + cols[None, :], mask=mask, other=0.0), (BLOCK_R, BLOCK_H, 2))
-        )
-        s1, s2 = tl.split(
-            tl.reshape(tl.load(s_ptr + sb + cols[None, :], mask=mask, other=0.0), (BLOCK_R, BLOCK_H, 2))
-        )
+        x1, x2 = _pairs(x_ptr + xb, cols, mask, BLOCK_R, BLOCK_H)
+        c1, c2 = _pairs(c_ptr + cb, cols, mask, BLOCK_R, BLOCK_H)
+        s1, s2 = _pairs(s_ptr + sb, cols, mask, BLOCK_R, BLOCK_H)
         y = tl.join(x1 * c1 + (-x2) * s1, x2 * c2 + x1 * s2)
         tl.store(y_ptr + yb + cols[None, :], tl.reshape(y, (BLOCK_R, 2 * BLOCK_H)), mask=mask)
     else:  # columns j and j + HALF
@@ -101,9 +102,8 @@ MIN_PER_THREAD = 4  # and at least: fewer leave threads with nothing to load
 
 def _fitting(configs: list[triton.Config], args: dict[str, Any], **constexprs: Any) -> list[triton.Config]:
     """The tiles whose values spread over the program's threads without spilling or idling."""
-    pairs = constexprs["BLOCK_H"] * (
-        2 if constexprs["INTERLEAVED"] else 1
-    )  # interleaved: one tile of both columns
+    # interleaved, a row's pairs are one tile of both columns
+    pairs = constexprs["BLOCK_H"] * (2 if constexprs["INTERLEAVED"] else 1)
     width = max(pairs, constexprs["BLOCK_P"])
     fit = [
         c

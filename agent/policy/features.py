@@ -182,6 +182,9 @@ def meta_instance(task_path: Path) -> tuple[torch.nn.Module, list[Any]]:
     return model, inputs
 
 
+SMALL_ON_CPU = 1 << 16  # elements: a tensor made from numbers alone that _SmallOnCpu makes on the CPU
+
+
 class _SmallOnCpu(torch.overrides.TorchFunctionMode):
     """Inside ``torch.device("meta")``: a tensor made from numbers alone (``torch.linspace``,
     ``torch.zeros``) of at most SMALL_ON_CPU elements is made on the CPU, where its values can be
@@ -195,9 +198,6 @@ class _SmallOnCpu(torch.overrides.TorchFunctionMode):
                 return func(*args, **{**kwargs, "device": "cpu"})
             return made
         return func(*args, **kwargs)
-
-
-SMALL_ON_CPU = 1 << 16
 
 
 def task_features(

@@ -35,7 +35,7 @@ def _kforge_table(values, dtype, shape):
 '''
 _helper_namespace: dict[str, Any] = {"torch": torch}
 exec(TABLE_HELPER, _helper_namespace)  # the same function, for the graph's nodes to name
-_kforge_table = table = _helper_namespace["_kforge_table"]
+table = _helper_namespace["_kforge_table"]
 table.__module__ = __name__  # fx names a call's target by its module (emit then renames it)
 TABLE_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)
 

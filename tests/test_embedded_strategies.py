@@ -200,11 +200,7 @@ def test_channels_last_variant_keeps_values_and_returns_contiguous(tmp_path):
     spec = next(s for s in specs if "channels-last" in s.flags)
     reference = _load(path.read_text(), tmp_path, "ref_conv_tanh")
     module = _load(registry.build(task, spec, analysis), tmp_path, "cand_conv_tanh")
-    torch.manual_seed(0)
-    ref = reference.Model()
-    new = module.ModelNew()
-    new.load_state_dict(ref.state_dict())
-    x = reference.get_inputs()
+    ref, new, x = _pair(reference, module)
     with torch.no_grad():
         out = new(*x)
         torch.testing.assert_close(out, ref(*x), rtol=1e-4, atol=1e-4)
@@ -892,6 +888,31 @@ def test_the_cpp_wrapper_candidate_lowers_with_inductors_cpp_wrapper_and_returns
         registry.build(task, tuned, analysis)
 
 
+def _rewritten(source: str, tmp_path: Path, name: str):
+    """``source`` traced and emitted through the FX rewrite with a pass that fires and changes
+    nothing (what tracing and emitting alone make of it): (task, analysis with it as ``fx``,
+    the passes fired)."""
+    from kforge.agent.policy.features import meta_instance
+    from kforge.agent.policy.strategies import fx_rewrite
+
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    model, inputs = meta_instance(path)
+    body, fired = fx_rewrite.rewrite(model, inputs, {"any": lambda gm: 1})
+    task, analysis, _ = _analysis(path)
+    analysis.fx = (body, fired)
+    return task, analysis, fired
+
+
+def _pair(reference, module):
+    """(the reference's Model, the candidate's ModelNew with its weights, the inputs)."""
+    torch.manual_seed(0)
+    ref = reference.Model()
+    new = module.ModelNew()
+    new.load_state_dict(ref.state_dict())
+    return ref, new, reference.get_inputs()
+
+
 REL_POS_TASK = """
 import torch
 import torch.nn as nn
@@ -925,20 +946,10 @@ def test_an_index_table_the_forward_builds_from_arange_becomes_a_literal_built_o
     from kforge.agent.policy.strategies import fx_constants, fx_rewrite
     from kforge.tools import fx_source
 
-    path = tmp_path / "rel_pos.py"
-    path.write_text(REL_POS_TASK.replace("FORWARD_EDIT", ""))
-    model, inputs = meta_instance(path)
-    body, fired = fx_rewrite.rewrite(model, inputs, {"any": lambda gm: 1})
-    assert "_kforge_table((" in body.method and "_tensor_constant" not in body.method
-    task, analysis, _ = _analysis(path)
-    analysis.fx = (body, fired)
+    task, analysis, fired = _rewritten(REL_POS_TASK.replace("FORWARD_EDIT", ""), tmp_path, "rel_pos")
+    assert "_kforge_table((" in analysis.fx[0].method and "_tensor_constant" not in analysis.fx[0].method
     module = _load(registry.build(task, fx_rewrite.spec(fired), analysis), tmp_path, "cand_rel_pos")
-    reference = _load(path.read_text(), tmp_path, "ref_rel_pos")
-    torch.manual_seed(0)
-    ref = reference.Model()
-    new = module.ModelNew()
-    new.load_state_dict(ref.state_dict())
-    x = reference.get_inputs()
+    ref, new, x = _pair(_load(task.source, tmp_path, "ref_rel_pos"), module)
     with torch.no_grad():
         torch.testing.assert_close(new(*x), ref(*x), rtol=0, atol=0)
         kept = dict(module._kforge_tables)  # the candidate's own helper: no import of kforge's modules
@@ -956,6 +967,7 @@ def test_an_index_table_the_forward_builds_from_arange_becomes_a_literal_built_o
         torch.testing.assert_close(under(*x), ref(*x), rtol=1e-5, atol=1e-5)  # Inductor sums in its order
     # a table the forward writes from a traced value is not a constant: not made a literal
     # (written as a node, it is read through another node of the same attribute)
+    path = tmp_path / "rel_pos_written.py"
     path.write_text(REL_POS_TASK.replace("FORWARD_EDIT", "coords[0, 0] = x.argmax() % 27"))
     model, inputs = meta_instance(path)
     gm = fx_source.trace(model, meta_inputs=inputs)
@@ -1018,6 +1030,8 @@ class Model(nn.Module):
         super().__init__()
         self.fields = fields
         self.norms = nn.ModuleList(nn.LayerNorm(width) for _ in range(fields))
+        for norm in self.norms:
+            nn.init.uniform_(norm.weight, 0.5, 1.5)
 
     def forward(self, x):
         parts = x.chunk(self.fields, dim=1)  # MaskNet's per-field norms
@@ -1037,25 +1051,12 @@ def test_a_loop_over_a_chunked_tensor_traces_with_its_known_length(tmp_path):
     """MaskNet (fifth unseen set) and fairseq's MoE layer (third) loop over ``x.chunk(n)``:
     FX cannot iterate a traced value, so neither got any FX analysis. With shapes known the
     tuple's length is known, and the loop unrolls."""
-    from kforge.agent.policy.features import meta_instance
     from kforge.agent.policy.strategies import fx_rewrite
 
-    path = tmp_path / "chunked.py"
-    path.write_text(CHUNKED_FIELDS)
-    model, inputs = meta_instance(path)
-    body, fired = fx_rewrite.rewrite(model, inputs, {"any": lambda gm: 1})
-    assert body.method.count("getitem") >= 3
-    task, analysis, _ = _analysis(path)
+    task, analysis, fired = _rewritten(CHUNKED_FIELDS, tmp_path, "chunked")
+    assert analysis.fx[0].method.count("getitem") >= 3
     assert not any(n.startswith("no FX") for n in analysis.notes), analysis.notes
-    analysis.fx = (body, fired)
     module = _load(registry.build(task, fx_rewrite.spec(fired), analysis), tmp_path, "cand_chunked")
-    reference = _load(CHUNKED_FIELDS, tmp_path, "ref_chunked")
-    torch.manual_seed(0)
-    ref = reference.Model()
-    for norm in ref.norms:
-        torch.nn.init.uniform_(norm.weight, 0.5, 1.5)
-    new = module.ModelNew()
-    new.load_state_dict(ref.state_dict())
-    x = reference.get_inputs()
+    ref, new, x = _pair(_load(CHUNKED_FIELDS, tmp_path, "ref_chunked"), module)
     with torch.no_grad():
         torch.testing.assert_close(new(*x), ref(*x), rtol=0, atol=0)

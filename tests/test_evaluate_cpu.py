@@ -270,13 +270,25 @@ def test_an_input_made_by_expand_gets_new_values_between_calls(
     """Position ids made by ``expand`` share memory between elements: the judge's refill of the
     last call's inputs (same memory, new values) once raised on them, and every candidate,
     torch.compile's included, ended as a runtime error (GPT-J's rotary task on the H100)."""
-    source = (
-        "import torch.nn as nn\n\n"
+    honest = (
+        "import torch\nimport torch.nn as nn\n\n"
         "class ModelNew(nn.Module):\n"
         "    def __init__(self):\n        super().__init__()\n"
-        "        import torch\n        self.table = nn.Parameter(torch.randn(66, 16))\n\n"
+        "        self.table = nn.Parameter(torch.randn(66, 16))\n\n"
         "    def forward(self, x, position_ids):\n        return self.table[position_ids] * x\n"
     )
-    result = evaluate(fixture_task("expanded_positions"), source, make_cpu_options())
+    # hostile: the output kept by the inputs' data pointers; the refill must still reach them
+    by_pointer = honest.replace(
+        "        return self.table[position_ids] * x\n",
+        "        key = (x.data_ptr(), position_ids.data_ptr())\n"
+        "        if key not in CACHE:\n            CACHE[key] = self.table[position_ids] * x\n"
+        "        return CACHE[key]\n",
+    ).replace("import torch.nn as nn\n", "import torch.nn as nn\n\nCACHE = {}\n")
+    result, cached = evaluate_many(
+        fixture_task("expanded_positions"), [honest, by_pointer], make_cpu_options()
+    )
     assert result.status == Status.OK, result.log
     assert result.correct
+    assert cached.status != Status.OK and any("results cached across calls" in c for c in cached.cheats), (
+        cached.log
+    )

@@ -12,7 +12,11 @@ from kforge.agent.policy.features import meta_instance
 from kforge.tools.task import load_task
 
 ROOT = Path(__file__).parents[1] / "bench" / "realistic"
-SETS = ("dev", "heldout", "unseen", "unseen2", "unseen3", "unseen4", "unseen5", "unseen6")
+SETS = ("dev", "heldout", "unseen", "unseen2", "unseen3", "unseen4", "unseen5", "unseen6", "unseen7")
+
+# Shapes that depend on the data: Qwen1.5-MoE dispatches with torch.where (nonzero), SchNet's
+# readout repeat_interleaves by atom counts. unseen7, 2026-11-27.
+DATA_DEPENDENT = {"qwen1_5_moe_sparse_block", "schnet_qm9_energy"}
 
 
 def _tasks(name: str) -> list[Path]:
@@ -25,6 +29,12 @@ def _tasks(name: str) -> list[Path]:
 def test_each_task_loads_and_runs_on_meta_at_its_real_shapes(path: Path) -> None:
     task = load_task(path, check_import=False)
     assert task.source.lstrip().startswith('"""'), "each task says what block it is"
+    if path.stem in DATA_DEPENDENT:  # real code: the meta device cannot run it (nor kforge's analysis)
+        with pytest.raises((NotImplementedError, RuntimeError), match="nonzero|output_size"):
+            model, inputs = meta_instance(path)
+            with torch.no_grad():
+                model(*inputs)
+        return
     model, inputs = meta_instance(path)
     with torch.no_grad():
         out = model(*inputs)
@@ -48,6 +58,7 @@ def test_the_sets_are_apart_and_each_spans_llm_vision_and_recommender_blocks() -
         "unseen4": 8,
         "unseen5": 7,
         "unseen6": 10,
+        "unseen7": 10,
     }
     assert all(len(names[s]) >= n for s, n in minimum.items()), {s: len(names[s]) for s in SETS}
     for i, a in enumerate(SETS):
@@ -61,5 +72,11 @@ def test_the_sets_are_apart_and_each_spans_llm_vision_and_recommender_blocks() -
                 continue
             # unseen5's Falcon (Llama's rotary) and ALBERT moved to dev/ too: 2026-11-27
             if name == "unseen5" and kind == "llama":
+                continue
+            # unseen7's vision blocks are DeepLabV3, EfficientDet and DETR (no ViT); its
+            # recommenders (DIEN, FNFM) say "CTR"
+            if name == "unseen7" and kind == "vit":
+                continue
+            if kind == "recommender" and "ctr" in text:
                 continue
             assert kind in text or (kind == "llama" and "bert" in text), (name, kind)

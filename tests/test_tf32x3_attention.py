@@ -7,6 +7,7 @@ a broken kernel caught."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -297,6 +298,12 @@ def _analysis(path):
     return task, analysis, registry.base_specs(analysis, "fp32", "cuda")
 
 
+def _alone(specs, family: str):
+    """The family's kernels run eagerly (offered under compile and a CUDA graph, which a CPU
+    evaluation cannot run)."""
+    return registry.kernels_alone(next(s for s in specs if s.family == family))
+
+
 def _small_attention_qualifies(monkeypatch) -> None:
     """The attention qualifies at the tests' sizes; the GEMMs still do not (K < MIN_K), so the
     evaluation under the interpreter runs the attention kernel alone."""
@@ -323,7 +330,7 @@ def test_the_strategy_puts_attention_on_the_kernel_verified_and_a_broken_kernel_
             method = analysis.gemm3[0].method
             assert method.count("_kforge_sdpa3(") == calls, method
             assert "scaled_dot_product_attention" not in method, method  # replaced, not run beside it
-            source = registry.build(task, next(s for s in specs if s.family == "tf32x3-gemm"), analysis)
+            source = registry.build(task, _alone(specs, "tf32x3-gemm"), analysis)
         assert static_cheats(source, task.source, "fp32") == []
     broken = source.replace("flash_sdpa_tf32x3(q, k, v, bool(is_causal)", "flash_sdpa_tf32x3(q, k, v, False")
     assert broken != source
@@ -349,7 +356,7 @@ def _verified_and_a_broken_call_caught(
     assert analysis.gemm3 is not None, analysis.notes
     method = analysis.gemm3[0].method
     assert call in method and absent not in method, method
-    source = registry.build(task, next(s for s in specs if s.family == "tf32x3-gemm"), analysis)
+    source = registry.build(task, _alone(specs, "tf32x3-gemm"), analysis)
     assert static_cheats(source, task.source, "fp32") == []
     broken = source.replace(KERNEL_CALL, broken_call)
     assert broken != source
@@ -494,7 +501,7 @@ def test_attention_on_the_kernel_puts_the_family_first_in_round_one(monkeypatch,
     attention on the kernel, tf32x3-gemm is the first candidate of round one (Llama's attention
     region gets one round in a model run); with a masked attention it gets no bonus."""
     from kforge.agent.policy import embedded
-    from kforge.agent.policy.base import Context
+    from kforge.agent.policy.base import AttemptView, Context
     from kforge.tools.hardware import spec_for
     from kforge.tools.result import Result, Timing
 
@@ -521,5 +528,29 @@ def test_attention_on_the_kernel_puts_the_family_first_in_round_one(monkeypatch,
         policy = embedded.EmbeddedPolicy()
         firsts[name] = [p.strategy for p in policy.propose(ctx, 2)]
         bonus = embedded.evidence(policy._analysis(ctx))
-        assert bonus == ({"tf32x3-gemm": embedded.ATTENTION_ON_KERNEL} if name == "gqa.py" else {}), name
-    assert firsts["gqa.py"][0] == "tf32x3-gemm", firsts
+        on_kernel = embedded.GEMMS_UNDER_COMPILE + embedded.ATTENTION_ON_KERNEL
+        assert bonus == ({"tf32x3-gemm": on_kernel} if name == "gqa.py" else {}), name
+    assert firsts["gqa.py"][0] == "tf32x3-gemm+compile-default+cuda-graph", firsts
+
+    # where torch.compile cannot take the forward, the kernels run alone next round, before any
+    # new strategy; where it can (and they did not win), they are not tried alone
+    ctx = dataclasses.replace(ctx, task=load_task(tmp_path / "gqa.py"))
+    first = policy.propose(ctx, 3)
+    for status, expected in ((Status.RUNTIME_ERROR, True), (Status.OK, False)):
+        attempts = [
+            AttemptView(
+                f"r1-c{i}",
+                1,
+                p.source,
+                Result(
+                    status=status if p.strategy == first[0].strategy else Status.OK,
+                    device="cuda",
+                    candidate=timing(1.0 + len(first) - i),  # the kernels the slowest
+                    eager=timing(1.7),
+                ),
+                p.strategy,
+            )
+            for i, p in enumerate(first)
+        ]
+        later = [p.strategy for p in policy.propose(dataclasses.replace(ctx, attempts=attempts), 3)]
+        assert ("tf32x3-gemm" in later) is expected, later

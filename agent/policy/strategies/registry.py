@@ -104,7 +104,7 @@ def base_specs(analysis: TaskAnalysis, precision_class: str, device: str) -> lis
         specs += [fx_rewrite.spec(fired), fx_rewrite.spec(fired, runner="compile")]
     if precision_class == "fp32" and device == "cuda":  # with tf32 allowed, plain TF32 is faster
         if analysis.gemm3 is not None:
-            specs.append(tf32x3.spec(analysis.gemm3[1]))
+            specs.append(compiled_kernels(tf32x3.spec(analysis.gemm3[1]), features))
         if analysis.conv3 is not None:
             specs.append(tf32x3.conv_spec(analysis.conv3[1]))
     triton = [
@@ -137,6 +137,33 @@ def base_specs(analysis: TaskAnalysis, precision_class: str, device: str) -> lis
     return specs
 
 
+# The 3xTF32 GEMMs are offered under torch.compile and one CUDA graph: Inductor fuses what lies
+# between the kernels, and the graph takes their launches' host time. On the realistic sets
+# (H100, 2026-11-26/27) 13 tasks measured the kernels both alone and so composed; composed was
+# faster on 12 (median 1.48x, up to 3.9x on Wide & Deep's tower), 0.91x on ViT-L's MLP (under
+# compile without a graph). Offered alone, the kernels often lost to compile in round one
+# (Wide & Deep 0.80x over eager, DeepFM 0.78x), and with two rounds the composition came too late
+# or never (Conformer's layer, 2026-11-27).
+def compiled_kernels(spec: Spec, features: TaskFeatures) -> Spec:
+    """``spec`` (kforge's kernels run eagerly) under torch.compile's default mode, in one CUDA
+    graph unless a graph cannot win."""
+    runner = "compile" if features.graph_cannot_win else "compile-graph"
+    return dataclasses.replace(spec, runner=runner, mode="default")
+
+
+def kernels_alone(spec: Spec) -> Spec | None:
+    """The eager form of a spec that runs kforge's kernels under a compiler (None for any other):
+    next round's try where the composed one failed (torch.compile cannot take every forward)."""
+    if spec.body not in KERNEL_BODIES or spec.runner == "eager":
+        return None
+    return dataclasses.replace(
+        spec, runner="eager", mode="default", note=f"{spec.note}, without the compiler"
+    )
+
+
+KERNEL_BODIES = ("tf32x3", "tf32x3-conv")
+
+
 def variants(spec: Spec, analysis: TaskAnalysis, device: str) -> list[Spec]:
     """Tuned variants of a winner, most promising first."""
     out: list[Spec] = []
@@ -152,6 +179,11 @@ def variants(spec: Spec, analysis: TaskAnalysis, device: str) -> list[Spec]:
         ]
     # a round tunes its best attempt with the first of these only (Embedded._queue): most promising first
     convs_on_cudnn = spec.body != "tf32x3-conv"
+    if spec.body in KERNEL_BODIES and spec.runner == "eager" and on_gpu:
+        # kforge's kernels under compile and a graph before cuDNN's benchmark mode for the rest:
+        # Conformer's 3xTF32 GEMMs winning round 2 would have had theirs on its small depthwise
+        # convolution next
+        out.append(dataclasses.replace(combo, runner="compile-graph", mode="default"))
     cudnn: list[Spec] = []
     if analysis.features.has_conv and on_gpu and "cudnn-benchmark" not in spec.flags and convs_on_cudnn:
         cudnn.append(dataclasses.replace(combo, flags=(*spec.flags, "cudnn-benchmark")))
@@ -162,7 +194,7 @@ def variants(spec: Spec, analysis: TaskAnalysis, device: str) -> list[Spec]:
     # benchmark mode, and its 3xTF32 body never ran (2026-11-27)
     out += cudnn + gemms_3x if analysis.conv3 is not None else gemms_3x + cudnn
     if spec.runner == "eager":
-        if on_gpu and spec.body != "reference":  # kforge's kernels: fused around and launched as one graph
+        if on_gpu and spec.body not in ("reference", *KERNEL_BODIES):  # fused around, launched as one graph
             out.append(dataclasses.replace(combo, runner="compile-graph", mode="default"))
         out.append(dataclasses.replace(combo, runner="compile", mode="default"))
         if on_gpu:
@@ -176,6 +208,9 @@ def variants(spec: Spec, analysis: TaskAnalysis, device: str) -> list[Spec]:
         out.append(dataclasses.replace(combo, mode=tuned.mode, flags=(*plain, *tuned.flags)))
     elif spec.runner == "cuda-graph":
         out.append(dataclasses.replace(combo, runner="compile-graph", mode="default"))
+    alone = kernels_alone(combo)
+    if alone is not None:  # Inductor's code around the kernels can lose (ViT-L's MLP: 0.91x)
+        out.append(alone)
     # a layout (channels-last, or nchw inside Inductor) for 2D/3D convolutions with none set yet
     if on_gpu and analysis.features.conv_dims in (2, 3) and not {"nchw", "channels-last"} & set(spec.flags):
         if "cudnn-benchmark" in spec.flags and not analysis.views:
@@ -252,6 +287,9 @@ def _base_families() -> dict[str, str]:
 BASE_FAMILIES = _base_families()
 
 
+OFFERED_RUNNERS = ("compile-default+cuda-graph", "compile-default")
+
+
 def family_of(strategy: str) -> str:
     """The ranker family of a strategy name ("combo" for tuned variants). The aten-convs flag
     only keeps Inductor's autotuning on cuDNN and cuBLAS: the family is the mode's."""
@@ -261,7 +299,9 @@ def family_of(strategy: str) -> str:
         return "fx-rewrite" if strategy.endswith("]") else "fx-rewrite-compile"
     for family in ("tf32x3-gemm", "tf32x3-conv", "triton-template"):
         if strategy.startswith(family):
-            return family if "+" not in strategy else "combo"
+            runner = strategy.partition("+")[2]
+            offered = family == "tf32x3-gemm" and runner in OFFERED_RUNNERS  # compiled_kernels's forms
+            return family if not runner or offered else "combo"
     if strategy.startswith("corpus:"):
         return "corpus-triton" if strategy.count("+") == 0 else "combo"
     if strategy.startswith("hgemm["):

@@ -46,7 +46,10 @@ def main() -> None:
     examples = [json.dumps(dataclasses.asdict(e)) for e in load_examples([args.folder])]
     (args.out / "ranker_examples.jsonl").write_text("\n".join(examples) + "\n")
     for name in ("batch.json", "results.jsonl", "summary.md"):
-        shutil.copy(args.folder / name, args.out / name)
+        if (args.folder / name).is_file():  # a batch stopped before its last task has no summary
+            shutil.copy(args.folder / name, args.out / name)
+        else:
+            print(f"{name}: not in {args.folder} (a batch still to resume)")
     print(f"{len(lines)} attempts, {len(examples)} ranker examples -> {args.out}")
 
 

@@ -58,7 +58,7 @@ def test_the_sets_are_apart_and_each_spans_llm_vision_and_recommender_blocks() -
         "unseen4": 8,
         "unseen5": 7,
         "unseen6": 10,
-        "unseen7": 10,
+        "unseen7": 9,
     }
     assert all(len(names[s]) >= n for s, n in minimum.items()), {s: len(names[s]) for s in SETS}
     for i, a in enumerate(SETS):
@@ -74,8 +74,9 @@ def test_the_sets_are_apart_and_each_spans_llm_vision_and_recommender_blocks() -
             if name == "unseen5" and kind == "llama":
                 continue
             # unseen7's vision blocks are DeepLabV3, EfficientDet and DETR (no ViT); its
-            # recommenders (DIEN, FNFM) say "CTR"
-            if name == "unseen7" and kind == "vit":
+            # recommenders (DIEN, FNFM) say "CTR"; its LLM blocks are Qwen's MoE and RWKV
+            # (ModernBERT moved to dev/ once it prompted a change: 2026-11-27)
+            if name == "unseen7" and kind in ("vit", "llama"):
                 continue
             if kind == "recommender" and "ctr" in text:
                 continue

@@ -123,6 +123,35 @@ print(worst, nan_rows)
     assert float(worst) < 3.0 and int(nan_rows) == 6  # query 0 of each of the 2 x 3 heads, third case
 
 
+def test_rows_filled_with_the_dtypes_minimum_get_equal_weights_as_in_the_softmax(interpreted):
+    """transformers fills padding with ``finfo.min``, not -inf: a row of it (a padded query past
+    ModernBERT's window) gets equal weights over every key from the softmax. Times log2(e) in the
+    kernel it was -inf, and the row NaN. A key bias and a tile, each with such rows, match
+    float64's softmax, and no row is NaN."""
+    code = """
+low = torch.finfo(torch.float32).min
+def reference(q, k, v, bias, dtype):
+    scores = (q.to(dtype) @ k.to(dtype).transpose(-2, -1)) * q.shape[-1] ** -0.5 + bias.to(dtype)
+    return torch.softmax(scores, -1) @ v.to(dtype)
+
+q, k, v = torch.randn(2, 2, 40, 16), torch.randn(2, 2, 40, 16), torch.randn(2, 2, 40, 16)
+keys = torch.where(torch.arange(40) < 12, 0.0, low).expand(2, 1, 1, 40).clone()
+keys[1] = low  # batch 1: every key padded
+i, j = torch.arange(40)[:, None], torch.arange(40)[None, :]
+tile = torch.where((i - j).abs() <= 3, keys, low)  # and a window: queries past 15 see no key
+worst, nan_rows = 0.0, 0
+for bias in (keys, tile):
+    ref, fp32 = reference(q, k, v, bias, torch.float64), reference(q, k, v, bias, torch.float32)
+    out = A.sdpa(q, k, v, False, None, bias)
+    nan_rows += int(out.isnan().any(-1).sum())
+    err = float((out.double() - ref).abs().max())
+    worst = max(worst, err / max(float((fp32.double() - ref).abs().max()), 1e-7), key=lambda v: (v != v, v))
+print(worst, nan_rows)
+"""
+    worst, nan_rows = interpreted(CODE_PRELUDE + code).split(" ")
+    assert int(nan_rows) == 0 and float(worst) < 3.0, (worst, nan_rows)
+
+
 def test_a_sliding_window_matches_float64_and_a_wider_one_does_not(interpreted):
     """Mistral's and Gemma's local layers: the causal mask within the last ``window`` keys, with
     grouped heads and with a key bias, windows narrower and wider than a key tile (16 under the
@@ -389,6 +418,36 @@ def test_t5s_position_bias_and_padding_go_on_the_kernel_apart_verified_and_a_dro
         "_kforge_sdpa3(q, k, v, False, 1.0, unsqueeze, 0, mask)", "unsqueeze + mask",
         KERNEL_CALL.replace("key_bias)", "None)"),
     )  # fmt: skip
+
+
+def test_a_padded_query_past_its_window_gets_equal_weights_as_in_the_softmax(
+    monkeypatch, make_cpu_options, tmp_path
+):
+    """ModernBERT's local attention (fixture ``padded_window_small``): padded queries past the
+    window see only ``finfo.min`` fills, where the softmax gives equal weights. Times log2(e) in
+    the kernel such a fill was -inf, and those rows NaN (every SDPA rewrite of ModernBERT was
+    incorrect on an H100): the kernel keeps it finite, verified under the interpreter (NaN rows
+    before). The SDPA that PyTorch runs gets the mask floored the same way, once a mask (its
+    GPU kernels compute in log2 units too; the CPU's math path cannot show it); the 3xTF32
+    kernel reads the mask itself."""
+    path = tmp_path / "padded_window_small.py"
+    path.write_text((FIXTURES / "padded_window_small.py").read_text())
+    task, analysis, specs = _analysis(path)
+    rewritten = analysis.fx[0].method if analysis.fx is not None else ""
+    assert rewritten.count(".clamp(min = -2.3e+38)") == 1 and "scaled_dot_product_attention" in rewritten
+    plain = registry.build(
+        task, next(s for s in specs if s.name.startswith("fx-rewrite[") and "+" not in s.name), analysis
+    )
+    _small_attention_qualifies(monkeypatch)
+    task, analysis, specs = _analysis(path)
+    assert analysis.gemm3 is not None, analysis.notes
+    method = analysis.gemm3[0].method
+    assert "_kforge_sdpa3(" in method and "clamp" not in method, method
+    source = registry.build(task, _alone(specs, "tf32x3-gemm"), analysis)
+    options = make_cpu_options(trials=2, timing_trials=1)
+    good, sdpa = evaluate_many(load_task(path), [source, plain], options)
+    assert good.status == Status.OK and good.correct, good.log  # NaN rows before the kernel's floor
+    assert sdpa.status == Status.OK and sdpa.correct, sdpa.log
 
 
 def test_a_sliding_window_goes_on_the_kernel_verified_and_a_dropped_window_is_caught(

@@ -24,7 +24,8 @@ SDPA adds ``attn_mask``, together with the causal mask or not (SDPA itself takes
 other): a key bias, the same row for every query (a padding mask, ALiBi's per-head slope
 times the key's position), read as one row per key tile; or a bias per query and key (T5's
 and Swin's relative-position bias, with a padding mask added), read as a tile. A row whose
-every key is masked gives NaN, as PyTorch's math path does.
+every key is masked with -inf gives NaN, as PyTorch's math path does; one masked with
+``finfo.min`` gives it equal weights, as PyTorch's softmax does.
 
 kforge's own kernel, tested against float64 (tests/test_tf32x3_attention.py); candidates call
 it through ``sdpa``: the custom op ``kforge::tf32x3_sdpa`` under torch.compile (one graph).
@@ -61,6 +62,16 @@ def _dot3(a_big, a_small, b_big, b_small):
     part = tl.dot(a_small, b_big, input_precision="tf32")
     part = tl.dot(a_big, b_small, part, input_precision="tf32")
     return tl.dot(a_big, b_big, part, input_precision="tf32")
+
+
+@triton.jit
+def _log2_units(bias):
+    """An additive mask in the kernel's log2 units. A fill below -2.3e38 (``finfo.min``, as
+    transformers fills padding) would overflow to -inf there, and a row of it would give NaN
+    where PyTorch's softmax gives equal weights (ModernBERT's padded queries past the window,
+    2026-11-27): it is kept at -2.3e38, whose multiple stays finite. -inf stays -inf."""
+    low = (bias < -2.3e38) & (bias > float("-inf"))
+    return tl.where(low, -2.3e38, bias) * 1.4426950408889634  # log2(e), as in qk_scale
 
 
 @triton.jit
@@ -112,11 +123,11 @@ def attention_kernel(
         s = _dot3(q_big, q_small, k_big, k_small) * qk_scale  # log2 units: exp2 below
         if BIAS % 2 == 1:  # a key bias: one row for every query (a padding mask, ALiBi)
             bias = tl.load(row_base + cols.to(tl.int64) * stride_rs, mask=cols < S, other=0.0)
-            s += bias[None, :] * 1.4426950408889634  # log2(e), as in qk_scale
+            s += _log2_units(bias)[None, :]
         if BIAS >= 2:  # a bias per query and key (T5's position bias, Swin's)
             tile = bias_base + rows[:, None].to(tl.int64) * stride_bl + cols[None, :].to(tl.int64) * stride_bs
             bias = tl.load(tile, mask=(rows[:, None] < L) & (cols[None, :] < S), other=0.0)
-            s += bias * 1.4426950408889634
+            s += _log2_units(bias)
         keep = cols[None, :] < S
         if CAUSAL:
             keep = keep & (cols[None, :] <= rows[:, None]) & (rows[:, None] - cols[None, :] < WINDOW)

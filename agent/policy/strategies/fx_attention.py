@@ -69,6 +69,12 @@ SOFTMAXES = (torch.softmax, F.softmax, torch.nn.functional.softmax)
 DROPOUTS = (F.dropout, torch.dropout)
 CAUSAL_KEY_BIAS = "kforge_causal_key_bias"  # node meta: the bias a causal attn_mask was built from
 CAUSAL_WINDOW = "kforge_causal_window"  # node meta: the window of the sliding-window causal attn_mask
+# An additive mask's fill below this (transformers' finfo.min) overflows to -inf in a kernel that
+# computes in log2 units, and a row of it then gives 0 or NaN where the softmax gives equal
+# weights (ModernBERT's padded queries past its window, 2026-11-27: every SDPA rewrite was
+# incorrect on an H100, max abs err 0.16). The mask passed to SDPA is kept at it; -inf stays.
+MASK_FLOOR = -2.3e38
+FLOORED = "kforge_floored"  # node meta: the additive mask a floored attn_mask was made from
 
 
 def _module(gm: torch.fx.GraphModule, node: Any, kind: type) -> Any:
@@ -301,6 +307,21 @@ def _scale(graph: torch.fx.Graph, found: Any) -> Any:
     return graph.call_function(operator.truediv, (1.0, value))
 
 
+def _floored(graph: torch.fx.Graph, mask: Any) -> Any:
+    """``mask`` with its fills below MASK_FLOOR (but -inf) at MASK_FLOOR: the same softmax. Made
+    once a mask (the layers of a model share theirs)."""
+    if not isinstance(mask, Node):
+        return mask
+    made = next((n for n in mask.users if n.meta.get(FLOORED) is mask), None)
+    if made is not None:
+        return made
+    raised = graph.call_method("clamp", (mask,), {"min": MASK_FLOOR})
+    finite = graph.call_function(operator.gt, (mask, -math.inf))
+    out = graph.call_function(torch.where, (finite, raised, mask))
+    out.meta[FLOORED] = mask
+    return out
+
+
 def sdpa_attention(gm: torch.fx.GraphModule, max_head_dim: int = 0) -> int:
     """Rewrite every hand-written attention in ``gm`` (shapes propagated); returns how many.
     ``max_head_dim`` > 0: leave alone an attention whose head dim is larger (a kernel family
@@ -330,9 +351,9 @@ def sdpa_attention(gm: torch.fx.GraphModule, max_head_dim: int = 0) -> int:
             if how is not None:
                 mask = _in_q_dims(graph, mask, q)  # type: ignore[arg-type]
             if bias is not None and how is None:  # baddbmm's bias alone: an additive mask
-                kwargs["attn_mask"] = bias
+                kwargs["attn_mask"] = _floored(graph, bias)
             elif bias is not None:  # a fill and a bias: one mask (SDPA takes one)
-                joined = graph.call_function(torch.where, (mask, -math.inf, bias))
+                joined = graph.call_function(torch.where, (mask, -math.inf, _floored(graph, bias)))
                 if causal:
                     joined.meta[CAUSAL_KEY_BIAS] = bias
                 kwargs["attn_mask"] = joined
@@ -341,7 +362,7 @@ def sdpa_attention(gm: torch.fx.GraphModule, max_head_dim: int = 0) -> int:
             elif how == "fill":
                 kwargs["attn_mask"] = graph.call_function(torch.logical_not, (mask,))
             elif how == "add":
-                kwargs["attn_mask"] = mask
+                kwargs["attn_mask"] = _floored(graph, mask)
             if window:  # for a kernel with a sliding window (the 3xTF32 flash attention)
                 kwargs["attn_mask"].meta[CAUSAL_WINDOW] = window
             if found.get("gqa"):

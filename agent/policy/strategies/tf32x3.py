@@ -173,6 +173,8 @@ def _sdpa_call(node: torch.fx.Node) -> tuple[Any, ...] | None:
     from ....tools.gemm.attention import unsupported  # Triton: imported when a graph is rewritten
 
     bias, window = mask, 0
+    if isinstance(mask, torch.fx.Node) and mask.meta.get(fx_attention.FLOORED) is not None:
+        bias = mask.meta[fx_attention.FLOORED]  # the kernel keeps such fills finite itself
     if isinstance(mask, torch.fx.Node) and mask.meta.get(fx_attention.CAUSAL_KEY_BIAS) is not None:
         bias, causal = mask.meta[fx_attention.CAUSAL_KEY_BIAS], True
     elif isinstance(mask, torch.fx.Node) and mask.meta.get(fx_attention.CAUSAL_WINDOW) and not causal:

@@ -1,7 +1,6 @@
 """fp32 GEMMs and convolutions on tensor cores at fp32 accuracy: the prior kernel
-``matmul_tf32x3_triton.py`` and kforge's NHWC convolution (:mod:`kforge.tools.gemm.conv`)
-(3xTF32, tile sizes autotuned) in place of each large fp32 matmul (family ``tf32x3-gemm``)
-or Conv2d (``tf32x3-conv``).
+``matmul_tf32x3_triton.py`` and kforge's NHWC convolution (:mod:`kforge.tools.gemm.conv`) (3xTF32,
+tile sizes autotuned) in place of each large fp32 matmul (``tf32x3-gemm``) or Conv2d (``tf32x3-conv``).
 
 An FX pass, run after the algebraic rewrites, swaps every nn.Linear, F.linear, matmul /
 mm / bmm / ``@`` and matrix-shaped einsum whose shapes give the tensor cores enough work
@@ -172,9 +171,8 @@ def _sdpa_call(node: torch.fx.Node) -> tuple[Any, ...] | None:
         return None
     from ....tools.gemm.attention import unsupported  # Triton: imported when a graph is rewritten
 
-    bias, window = mask, 0
-    if isinstance(mask, torch.fx.Node) and mask.meta.get(fx_attention.FLOORED) is not None:
-        bias = mask.meta[fx_attention.FLOORED]  # the kernel keeps such fills finite itself
+    # a floored mask (fx_attention.FLOORED): the kernel reads the original and keeps its fills finite
+    bias, window = (mask.meta.get(fx_attention.FLOORED, mask) if isinstance(mask, torch.fx.Node) else mask), 0
     if isinstance(mask, torch.fx.Node) and mask.meta.get(fx_attention.CAUSAL_KEY_BIAS) is not None:
         bias, causal = mask.meta[fx_attention.CAUSAL_KEY_BIAS], True
     elif isinstance(mask, torch.fx.Node) and mask.meta.get(fx_attention.CAUSAL_WINDOW) and not causal:

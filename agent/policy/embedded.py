@@ -194,7 +194,8 @@ class EmbeddedPolicy:
 
     def _queue(self, ctx: Context, task: TaskAnalysis, tried: set[str], k: int) -> list[tuple[Spec, str]]:
         """The specs to try in order, each with the attempt it tunes ("": the task's module)."""
-        ordered = [s for s in self.ordered(ctx) if s.name not in tried]
+        offered = self.ordered(ctx)
+        ordered = [s for s in offered if s.name not in tried]
         if not ctx.attempts:
             first = ordered[:k]
             if first and not any(s.family in SAFE_FAMILIES for s in first):
@@ -214,7 +215,7 @@ class EmbeddedPolicy:
         # kforge's kernels offered under a compiler that failed there (torch.compile cannot take
         # every forward): alone next, before any new strategy
         failed = {a.strategy for a in ctx.attempts if a.result.status is not Status.OK}
-        alone = [kernels_alone(s) for s in self.ordered(ctx) if s.name in failed]
+        alone = [kernels_alone(s) for s in offered if s.name in failed]
         ordered = [s for s in alone if s is not None and s.name not in tried] + ordered
         tuned = [(v, aid) for aid, spec in self._winners(ctx)[:2] for v in variants(spec, task, device)]
         if task.features.graph_cannot_win:

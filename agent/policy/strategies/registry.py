@@ -137,6 +137,9 @@ def base_specs(analysis: TaskAnalysis, precision_class: str, device: str) -> lis
     return specs
 
 
+KERNEL_BODIES = ("tf32x3", "tf32x3-conv")  # bodies that run kforge's own kernels
+
+
 # The 3xTF32 GEMMs are offered under torch.compile and one CUDA graph: Inductor fuses what lies
 # between the kernels, and the graph takes their launches' host time. On the realistic sets
 # (H100, 2026-11-26/27) 13 tasks measured the kernels both alone and so composed; composed was
@@ -159,9 +162,6 @@ def kernels_alone(spec: Spec) -> Spec | None:
     return dataclasses.replace(
         spec, runner="eager", mode="default", note=f"{spec.note}, without the compiler"
     )
-
-
-KERNEL_BODIES = ("tf32x3", "tf32x3-conv")
 
 
 def variants(spec: Spec, analysis: TaskAnalysis, device: str) -> list[Spec]:

@@ -56,6 +56,7 @@ CREATE TABLE IF NOT EXISTS llm_calls (
 
 
 USER_POLICY = "user"  # the policy of an attempt the user wrote (chat's /eval)
+BATCH_POLICY = "batch"  # the task's own module, a batch's finalist (batch.job.AS_WRITTEN): no proposal
 
 
 @dataclasses.dataclass

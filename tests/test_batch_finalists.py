@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 from kforge.agent.batch import job
 from kforge.agent.report import render_report
 from kforge.agent.settings import RunSettings
@@ -80,6 +81,7 @@ def _confirmations(measured: dict[str, Result], calls: list):
 
     def confirm(task, sources, settings, trials, seed, on_result=None):
         names = [s.split("# ")[1].split("\n")[0] for s in sources]
+        names = [job.AS_WRITTEN if n.endswith("own module, as written") else n for n in names]
         calls.append((seed, names))
         results = [measured.get(f"{n}#{seed}", measured[n]) for n in names]
         for i, result in enumerate(results):
@@ -91,8 +93,9 @@ def _confirmations(measured: dict[str, Result], calls: list):
 
 
 def _outcome(
-    tmp_path: Path, monkeypatch, measured: dict[str, Result], finalists: int = 3, resume: bool = False
-):
+    tmp_path: Path, monkeypatch, measured: dict[str, Result], finalists: int = 3, resume: bool = False,
+    source: str = "",
+):  # fmt: skip
     if not resume:
         _run(tmp_path / "run")[0].close()
     (tmp_path / "run" / "task").mkdir(exist_ok=True)  # a finished run's folder: its reports are written again
@@ -104,7 +107,7 @@ def _outcome(
                               best_path=None)  # fmt: skip
     settings = RunSettings(device="cuda")
     options = job.BatchOptions(out=tmp_path, settings=settings, finalists=finalists)
-    line = job._outcome(Task("albert", TASK, ""), summary, settings, options)
+    line = job._outcome(Task("albert", TASK, source), summary, settings, options)
     return line, calls, TrajectoryStore(tmp_path / "run" / "trajectories.db")
 
 
@@ -223,3 +226,79 @@ def test_a_confirmation_cut_off_by_the_calls_end_resumes_with_the_finalists_it_m
     line, calls, store = _outcome(tmp_path, monkeypatch, measured, resume=True)
     assert calls == [] and line["speedup_vs_compile"] == 3.60 / 3.45
     store.close()
+
+
+# Qwen1.5-MoE (unseen7, 2026-11-27, H100): torch.compile slower than eager, no CUDA graph
+# possible, every candidate slower than eager: the batch chose one at 0.837x of eager.
+SLOWER = {  # candidate, eager, compile in one window
+    "fx-rewrite[attention-sdpa]+compile-default": _result(6.10, 5.10, 6.40),
+    "cpp-wrapper+compile-default": _result(6.05, 5.12, 6.38),
+    "fx-rewrite[attention-sdpa]+cpp-wrapper+compile-default": _result(6.20, 5.08, 6.41),
+    job.AS_WRITTEN: _result(5.11, 5.10, 6.39),
+    f"{job.AS_WRITTEN}#2": _result(5.09, 5.11, 6.42),
+}
+
+
+def test_where_nothing_beats_the_model_as_written_the_batch_answers_with_it(tmp_path, monkeypatch) -> None:
+    line, calls, store = _outcome(tmp_path, monkeypatch, SLOWER, source=TASK.read_text())
+    assert calls == [
+        (1, ["fx-rewrite[attention-sdpa]+compile-default", "cpp-wrapper+compile-default",
+             "fx-rewrite[attention-sdpa]+cpp-wrapper+compile-default", job.AS_WRITTEN]),
+        (2, [job.AS_WRITTEN]),
+    ]  # fmt: skip
+    assert line["status"] == "ok" and line["best_attempt_id"] == job.AS_WRITTEN
+    assert line["best_strategy"] == job.AS_WRITTEN and line["speedup_vs_compile"] == pytest.approx(
+        6.42 / 5.09
+    )
+    assert line["attempts"] == {"ok": 6}  # the search's attempts only
+    written = (tmp_path / "run" / "best.py").read_text()
+    assert written == job.as_written_source(Task("albert", TASK, TASK.read_text()))
+    assert "the task's own module" in render_report(store, "run")
+    store.close()
+    # the answer is no proposal: no training sample, no ranker example
+    assert job.AS_WRITTEN not in {s.attempt_id for s in load_samples([tmp_path / "run"])}
+    from kforge.agent.policy.strategies.registry import family_of
+
+    assert family_of(job.AS_WRITTEN) == "combo"  # which the ranker's examples leave out
+    # a resumed task finds it recorded: nothing measured again, no second record
+    line, calls, store = _outcome(tmp_path, monkeypatch, SLOWER, source=TASK.read_text(), resume=True)
+    assert calls == [] and line["best_attempt_id"] == job.AS_WRITTEN
+    assert [a.attempt_id for a in store.attempts("run")].count(job.AS_WRITTEN) == 1
+    store.close()
+
+
+def test_a_candidate_faster_than_the_model_as_written_is_chosen_over_it(tmp_path, monkeypatch) -> None:
+    measured = CONFIRMED | {"cpp-wrapper+compile-default#2": _result(3.45, 5.40, 3.60),
+                            job.AS_WRITTEN: _result(5.36, 5.36, 3.59)}  # fmt: skip
+    line, calls, _ = _outcome(tmp_path, monkeypatch, measured, source=TASK.read_text())
+    assert calls[0][1][-1] == job.AS_WRITTEN and calls[1] == (2, ["cpp-wrapper+compile-default"])
+    assert line["best_attempt_id"] == "r2-c2"
+    # a tie goes to the search's candidate (the first of equals)
+    tie = measured | {job.AS_WRITTEN: _result(3.43, 5.36, 3.59)}
+    line, _, _ = _outcome(tmp_path / "tie", monkeypatch, tie, source=TASK.read_text())
+    assert line["best_attempt_id"] == "r2-c2"
+
+
+def test_the_model_as_written_is_a_candidate_the_judge_verifies(make_cpu_options) -> None:
+    """Its source is an ordinary candidate: the real evaluator runs and verifies it."""
+    from kforge.tools.evaluate import evaluate
+    from kforge.tools.task import load_task
+
+    task = load_task(TASK)
+    source = job.as_written_source(task)
+    assert source is not None and "class ModelNew" in source
+    result = evaluate(task, source, make_cpu_options())
+    assert result.status is Status.OK, result.log[-2000:]
+    assert job.as_written_source(Task("broken", TASK, "def f(:\n")) is None
+
+
+def test_the_summary_counts_answers_that_are_the_model_as_written() -> None:
+    from kforge.agent.batch.summary import summarise
+
+    lines = [
+        {"task": "a", "status": "ok", "speedup_vs_eager": 1.0, "speedup_vs_compile": 1.25,
+         "best_strategy": job.AS_WRITTEN},
+        {"task": "b", "status": "ok", "speedup_vs_eager": 2.0, "speedup_vs_compile": 1.5,
+         "best_strategy": "compile-default"},
+    ]  # fmt: skip
+    assert summarise(lines)["as_written"] == 1

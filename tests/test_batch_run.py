@@ -71,7 +71,12 @@ def test_batch_over_a_list_records_every_task_and_summarises(tmp_path, env):
         ("softmax_rows", "corpus:softmax_triton:"),
     ):
         line = lines[name]
-        assert line["status"] == "ok" and line["best_strategy"].startswith(strategy), line.get("error")
+        assert line["status"] == "ok", line.get("error")
+        # the search's best, then the task's own module among the finalists; on the CPU either may
+        # win (the interpreter runs Triton far slower than eager)
+        found = [f["strategy"] for f in line["finalists"]]
+        assert found[0].startswith(strategy) and found[-1] == "as-written", found
+        assert line["best_strategy"] in (found[0], "as-written")
         assert line["result"]["status"] == "ok" and line["confirmed"] and line["speedup_vs_eager"] > 0
         assert Path(line["best_path"]).is_file() and line["eager_ms"] > 0
         # the run's own report shows the figure the batch reports (the confirmation), named as such

@@ -20,6 +20,7 @@ from ...tools.task import Task, TaskError, load_task, source_hash
 from ..evaluator import EngineEvaluator, OnPhase, OnResult, eval_options
 from ..settings import RunSettings
 from ..state import BASELINE_ID
+from ..store import BATCH_POLICY, AttemptRecord
 from .tasks import TaskEntry
 
 BROKEN = (Status.RUNTIME_ERROR, Status.COMPILE_ERROR, Status.FORMAT_ERROR)  # a reference that does not run
@@ -38,6 +39,7 @@ class BatchOptions:
     gpus: list[int] = dataclasses.field(default_factory=lambda: [0])
     confirm: bool = True  # re-measure each task's best once more with new inputs: the reported figure
     finalists: int = 3  # the confirmation chooses the best among this many of the search's (finalists())
+    as_written: bool = True  # the task's own module is a finalist too (AS_WRITTEN): never slower than it
     selection: dict[str, Any] = dataclasses.field(default_factory=dict)  # paths, level, tasks, limit
     families: tuple[str, ...] | None = None  # restrict the embedded policy to these strategy families
     trials: int = 5  # correctness trials per candidate
@@ -51,6 +53,7 @@ class BatchOptions:
             "gpus": self.gpus,
             "confirm": self.confirm,
             "finalists": self.finalists,
+            "as_written": self.as_written,
             "families": list(self.families) if self.families else None,
             "trials": self.trials,
             "ray": self.ray,
@@ -186,7 +189,7 @@ def _outcome(task: Task, summary: Any, settings: RunSettings, options: BatchOpti
                 write_outputs(store, summary.run_id, summary.run_dir)
         else:
             final = results[best_id]
-        best, search = attempts[best_id], results[best_id]
+        best, search = attempts[best_id], store.results(summary.run_id)[best_id]
     finally:
         store.close()
     line |= {
@@ -205,7 +208,7 @@ def _counted(
     """The line's fields on the run's attempts and its baseline."""
     counts: dict[str, int] = {}
     for attempt_id, result in results.items():
-        if attempt_id != BASELINE_ID:
+        if attempt_id not in (BASELINE_ID, AS_WRITTEN):
             counts[result.status.value] = counts.get(result.status.value, 0) + 1
     return {
         "run_dir": str(summary.run_dir), "reason": summary.reason, "attempts": counts,
@@ -246,6 +249,43 @@ def _against_compile(result: Result) -> float:
     return result.speedup_vs_compile or result.speedup_vs_eager or 0.0
 
 
+AS_WRITTEN = "as-written"  # the attempt id and strategy of the task's own module as a finalist
+
+
+def as_written_source(task: Task) -> str | None:
+    """The task's own module as a candidate (its forward called unchanged, no runner, no flags),
+    None where the task's source cannot be rendered."""
+    from ..policy.strategies.runners import forward_code, runner_code
+    from ..policy.strategies.source import REFERENCE_BODY, SourceError, Spec, render
+
+    spec = Spec(family="as-written")
+    try:
+        source = render(task.source, spec, REFERENCE_BODY, runner_code(spec), forward_code(spec))
+    except SourceError:
+        return None
+    return source.replace(f"strategy {spec.name}", "the task's own module, as written", 1)
+
+
+def _add_as_written(task: Task, store: Any, run_id: str, attempts: dict[str, Any], ids: list[str]) -> None:
+    """Record the task's own module as the last finalist (once; a resumed task finds it). The
+    search's candidates are all judged against it in their own windows, but when torch.compile
+    is slower than eager and nothing beats eager (Qwen1.5-MoE, unseen7: the chosen finalist at
+    0.837x of eager), the batch's answer is the module as written, timed like any finalist."""
+    if AS_WRITTEN not in attempts:
+        source = as_written_source(task)
+        if source is None or source_hash(source) in {source_hash(a.source) for a in attempts.values()}:
+            return
+        last = max(attempts.values(), key=lambda a: (a.round, a.idx))
+        record = AttemptRecord(
+            AS_WRITTEN, last.round, last.idx + 1, source, AS_WRITTEN, policy=BATCH_POLICY,
+            plan="the task's own module, measured beside the finalists: the answer where nothing is faster",
+        )  # fmt: skip
+        store.add_attempt(run_id, task.hash, record)
+        attempts[AS_WRITTEN] = record
+    if AS_WRITTEN not in ids:
+        ids.append(AS_WRITTEN)
+
+
 def _choose(
     task: Task, store: Any, run_id: str, attempts: dict[str, Any], results: dict[str, Result], best_id: str,
     settings: RunSettings, options: BatchOptions,
@@ -254,8 +294,12 @@ def _choose(
     again on new inputs and weights (seed 1), eager and torch.compile beside each, the one
     fastest against torch.compile chosen, and, when there was a choice, measured once more
     (seed 2): picking the best of several noisy measurements favours lucky ones, the reported
-    figure does not. Every re-measure is recorded in the run's store."""
-    ids = finalists(list(attempts.values()), results, best_id, options.finalists)
+    figure does not. Every re-measure is recorded in the run's store; the task's own module
+    (``as_written``) is the last finalist, chosen only when it is strictly the fastest."""
+    searched = [a for a in attempts.values() if a.attempt_id != AS_WRITTEN]
+    ids = finalists(searched, results, best_id, options.finalists)
+    if options.as_written:
+        _add_as_written(task, store, run_id, attempts, ids)
     # Each re-measure is stored as it ends: a task cut off by a device call's end (a 7 GB task's
     # three finalists took most of a 10-minute call) resumes with the ones it has.
     todo = [i for i in ids if i not in store.finalists(run_id)]
@@ -263,6 +307,8 @@ def _choose(
 
         def keep(k: int, result: Result) -> None:
             store.add_finalist(run_id, todo[k], result)
+            if todo[k] == AS_WRITTEN:  # its only measurement before the confirmation: its result
+                store.add_result(run_id, AS_WRITTEN, result)
 
         _confirm(task, [attempts[i].source for i in todo], settings, options.trials, seed=1, on_result=keep)
     measured = store.finalists(run_id)

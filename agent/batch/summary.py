@@ -5,7 +5,9 @@ written as ``summary.json``, ``summary.md`` and a plot of the speedup distributi
 Conventions (stated in summary.md too): fast_p is the fraction of all valid tasks (invalid
 task files excluded) that are correct and more than p times faster; geometric means are
 over correct tasks, each with its real speedup (a best candidate slower than eager counts
-below 1x: keeping the reference is not counted as an outcome).
+below 1x). Where no candidate measured faster than the task's own module, that module is the
+answer (strategy ``as-written``): it counts with its measured speedup, about 1x over eager, and
+such tasks are counted apart (``as_written``).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ def summarise(lines: list[dict[str, Any]]) -> dict[str, Any]:
         "compile_geomean_vs_eager": geomean(compile_gains),
         "best_of_eager_compile_geomean": geomean([max(1.0, g) for g in compile_gains]),
         "rejected_attempts": sum(int(x.get("rejected", 0)) for x in lines),
+        "as_written": sum(1 for x in correct if x.get("best_strategy") == "as-written"),
         "reported_cheats": sum(1 for x in correct if (x.get("result") or {}).get("cheats")),
         "statuses": _count(x["status"] for x in lines),
         "time_s": sum(float(x.get("elapsed_s", 0.0)) for x in lines),
@@ -119,6 +122,12 @@ def write_summary(out: Path, meta: dict[str, Any] | None = None) -> dict[str, An
         "",
         f"Statuses: {json.dumps(groups['overall']['statuses'])}.",
     ]
+    if groups["overall"]["as_written"]:
+        md += [
+            "",
+            f"As written: {groups['overall']['as_written']} task(s) where no candidate measured faster than the",
+            "task's own module, which is then the answer (strategy as-written, counted with its measured speedup).",
+        ]
     if plotted:
         md += ["", f"![speedup distribution]({PLOT})"]
     (out / "summary.md").write_text("\n".join(md) + "\n")

@@ -19,7 +19,7 @@ from ..policy.llm import SYSTEM
 from ..policy.parse import to_proposal
 from ..policy.ranker_data import find_stores, run_ids
 from ..policy.render import coder_prompt
-from ..store import Trajectory, TrajectoryStep, TrajectoryStore
+from ..store import BATCH_POLICY, Trajectory, TrajectoryStep, TrajectoryStore
 
 Messages = list[dict[str, str]]
 
@@ -99,10 +99,11 @@ def run_samples(store: TrajectoryStore, run_id: str) -> Iterator[Sample]:
     confirmed = store.finalists(run_id) | store.confirmations(run_id)  # a failed re-measure: no target
     for trajectory in store.trajectories(run_id):
         task = store.task(trajectory.task_hash)
+        steps = [s for s in trajectory.steps if s.attempt.policy != BATCH_POLICY]  # proposals only
         per_round: dict[int, int] = {}
-        for step in trajectory.steps:
+        for step in steps:
             per_round[step.attempt.round] = per_round.get(step.attempt.round, 0) + 1
-        for step in trajectory.steps:
+        for step in steps:
             if step.result is None:
                 continue
             key = (step.attempt.round, step.attempt.idx)
@@ -119,7 +120,7 @@ def run_samples(store: TrajectoryStore, run_id: str) -> Iterator[Sample]:
                 prompt=prompt,
                 answer=answer_text(step),
                 result=step.result,
-                earlier=_views([s for s in trajectory.steps if s.attempt.round < step.attempt.round]),
+                earlier=_views([s for s in steps if s.attempt.round < step.attempt.round]),
                 source_hash=source_hash(step.attempt.source),
                 confirmation=check.status if check is not None else None,
             )

@@ -1074,3 +1074,19 @@ def test_a_loop_over_a_chunked_tensor_traces_with_its_known_length(tmp_path):
     ref, new, x = _pair(_load(CHUNKED_FIELDS, tmp_path, "ref_chunked"), module)
     with torch.no_grad():
         torch.testing.assert_close(new(*x), ref(*x), rtol=0, atol=0)
+
+
+def test_a_forward_too_big_to_autotune_is_not_tuned_with_max_autotune(tmp_path):
+    """The base specs leave max-autotune out above MAX_AUTOTUNE_OPS; so does tuning a
+    compile-default winner (DIEN's AUGRU, unseen7: 3001 ops, max-autotune timed out at 300 s)."""
+    path = tmp_path / "addmm_mlp.py"
+    path.write_text(ADDMM_TASK)
+    _, analysis, specs = _analysis(path)
+    compiled = next(s for s in specs if s.name == "compile-default")
+    tuned = [v.name for v in registry.variants(compiled, analysis, "cuda")]
+    assert "compile-max-autotune-no-cudagraphs" in tuned, tuned
+    big = dataclasses.replace(analysis, features=dataclasses.replace(analysis.features, launches=3001))
+    assert registry.compile_modes.too_big_to_autotune(big.features)
+    tuned = [v.name for v in registry.variants(compiled, big, "cuda")]
+    assert tuned and not any("max-autotune" in name for name in tuned), tuned
+    assert not any("max-autotune" in s.name for s in registry.base_specs(big, "fp32", "cuda"))

@@ -89,7 +89,10 @@ def winners(lines: list[dict[str, Any]]) -> list[list[str]]:
     by_family: dict[str, list[dict[str, Any]]] = {}
     for line in lines:
         if line["status"] == "ok" and line.get("speedup_vs_eager") and line.get("best_strategy"):
-            by_family.setdefault(family_of(line["best_strategy"]), []).append(line)
+            strategy = line["best_strategy"]  # the task's own module (batch.job.AS_WRITTEN): no family
+            by_family.setdefault(strategy if strategy == "as-written" else family_of(strategy), []).append(
+                line
+            )
     out = []
 
     for family, won in sorted(by_family.items(), key=lambda kv: -len(kv[1])):

@@ -302,3 +302,19 @@ def test_the_summary_counts_answers_that_are_the_model_as_written() -> None:
          "best_strategy": "compile-default"},
     ]  # fmt: skip
     assert summarise(lines)["as_written"] == 1
+
+
+def test_a_re_measure_gets_twice_the_search_s_time_for_its_two_compiles(monkeypatch) -> None:
+    """The re-measure's worker compiles torch.compile's reference beside the candidate (the
+    search's workers do not): DIEN's and FNFM's finalists (unseen7) timed out at the search's
+    300 s. It gets twice that, and times compile, eager and the candidate together."""
+    seen = []
+
+    def evaluate_many(self, task, sources, options, on_result=None, on_phase=None):
+        seen.append(options)
+        return [_result(1.0, 2.0, 1.5) for _ in sources]
+
+    monkeypatch.setattr(job.EngineEvaluator, "evaluate_many", evaluate_many)
+    settings = RunSettings(device="cuda", eval_timeout_s=300.0)
+    job._confirm(Task("t", TASK, TASK.read_text()), ["a", "b"], settings, trials=5, seed=2)
+    assert seen[0].timeout_s == 600.0 and seen[0].compile_baseline and seen[0].seed == 2

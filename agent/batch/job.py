@@ -249,6 +249,7 @@ def _against_compile(result: Result) -> float:
     return result.speedup_vs_compile or result.speedup_vs_eager or 0.0
 
 
+CONFIRM_TIMEOUT_FACTOR = 2  # a re-measure's worker time over a search evaluation's (_confirm)
 AS_WRITTEN = "as-written"  # the attempt id and strategy of the task's own module as a finalist
 
 
@@ -338,6 +339,10 @@ def _confirm(
 ) -> list[Result]:
     """Candidates measured again on new inputs and weights (another seed), eager and
     torch.compile timed beside each, so that both of its speedups come from one window.
-    ``on_result(index, result)`` hears each as it ends."""
-    options = dataclasses.replace(eval_options(settings), seed=seed)
+    ``on_result(index, result)`` hears each as it ends. The worker compiles the reference
+    besides the candidate, twice a search evaluation's compile work: it gets twice its time
+    (DIEN and FNFM, unseen7: a minute or more a compile, with three such tasks on one host,
+    their finalists timed out at the search's 300 s)."""
+    options = eval_options(settings)
+    options = dataclasses.replace(options, seed=seed, timeout_s=CONFIRM_TIMEOUT_FACTOR * options.timeout_s)
     return BatchEvaluator(trials, time_compile=True).evaluate_many(task, sources, options, on_result)

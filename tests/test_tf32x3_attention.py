@@ -592,10 +592,17 @@ def test_attention_on_the_kernel_puts_the_family_first_in_round_one(monkeypatch,
     assert firsts["gqa.py"][0] == "tf32x3-gemm+compile-default+cuda-graph", firsts
 
     # where torch.compile cannot take the forward, the kernels run alone next round, before any
-    # new strategy; where it can (and they did not win), they are not tried alone
+    # new strategy; where it can (and they did not win), they are not tried alone, nor where
+    # they were wrong (the body computes the answer: alone it is as wrong)
     ctx = dataclasses.replace(ctx, task=load_task(tmp_path / "gqa.py"))
     first = policy.propose(ctx, 3)
-    for status, expected in ((Status.RUNTIME_ERROR, True), (Status.OK, False)):
+    cases = (
+        (Status.RUNTIME_ERROR, True),
+        (Status.TIMEOUT, True),
+        (Status.OK, False),
+        (Status.INCORRECT, False),
+    )
+    for status, expected in cases:
         attempts = [
             AttemptView(
                 f"r1-c{i}",

@@ -213,8 +213,9 @@ class EmbeddedPolicy:
             ordered.sort(key=lambda s: s.family not in EAGER_NUMERICS)  # stable: the rest keep their order
         device = self._device(ctx)
         # kforge's kernels offered under a compiler that failed there (torch.compile cannot take
-        # every forward): alone next, before any new strategy
-        failed = {a.strategy for a in ctx.attempts if a.result.status is not Status.OK}
+        # every forward): alone next, before any new strategy. Not after a wrong answer: the body
+        # computes it (ModernBERT's finfo.min rows were wrong composed and alone alike)
+        failed = {a.strategy for a in ctx.attempts if a.result.status not in (Status.OK, Status.INCORRECT)}
         alone = [kernels_alone(s) for s in offered if s.name in failed]
         ordered = [s for s in alone if s is not None and s.name not in tried] + ordered
         tuned = [(v, aid) for aid, spec in self._winners(ctx)[:2] for v in variants(spec, task, device)]

@@ -2,7 +2,10 @@
 torch.compile: the families whose names match (default: the fusions of #34, 3xTF32 GEMMs and
 convolutions with their epilogues and folds), strict fp32 unless --precision says otherwise.
 
-    python bench/bench_strategies.py [TASK.py ...] [--match tf32x3,compile-max-autotune] [--precision fp32]
+    python bench/bench_strategies.py [TASK.py ...] [--match tf32x3,compile-max-autotune] [--precision fp32] [--alone]
+
+``--alone``: kforge's kernels offered under torch.compile and a CUDA graph are measured run
+eagerly too (``registry.kernels_alone``), as the policy's fallback runs them.
 
 Default tasks: bench/tasks/resnet_bottleneck.py (conv + BatchNorm + ReLU folded into one 3xTF32
 convolution) and bench/tasks/gpt2_mlp.py (the tanh GELU in the GEMM's epilogue), each beside
@@ -76,6 +79,7 @@ def main() -> None:
     parser.add_argument("--match", default="tf32x3,compile-max-autotune", help="comma-separated name parts")
     parser.add_argument("--precision", default="fp32")
     parser.add_argument("--device", default="cuda")
+    parser.add_argument("--alone", action="store_true", help="the composed kernels run eagerly too")
     args = parser.parse_args()
     print(header(" ".join(["python bench/bench_strategies.py", *sys.argv[1:]])), flush=True)
     options = EvalOptions(device=args.device, precision=args.precision)
@@ -89,6 +93,8 @@ def main() -> None:
             for s in registry.base_specs(analysis, args.precision, args.device)
             if any(p in s.name for p in parts)
         ]
+        if args.alone:
+            specs += [a for a in map(registry.kernels_alone, specs) if a is not None]
         if not specs:
             rows.append([task.name, "-", "no candidate: " + "; ".join(analysis.notes), *["-"] * 7])
             continue

@@ -106,7 +106,7 @@ def base_specs(analysis: TaskAnalysis, precision_class: str, device: str) -> lis
         if analysis.gemm3 is not None:
             specs.append(compiled_kernels(tf32x3.spec(analysis.gemm3[1]), features))
         if analysis.conv3 is not None:
-            specs.append(tf32x3.conv_spec(analysis.conv3[1]))
+            specs.append(compiled_kernels(tf32x3.conv_spec(analysis.conv3[1]), features))
     triton = [
         name
         for name, found in (
@@ -146,7 +146,11 @@ KERNEL_BODIES = ("tf32x3", "tf32x3-conv")  # bodies that run kforge's own kernel
 # faster on 12 (median 1.48x, up to 3.9x on Wide & Deep's tower), 0.91x on ViT-L's MLP (under
 # compile without a graph). Offered alone, the kernels often lost to compile in round one
 # (Wide & Deep 0.80x over eager, DeepFM 0.78x), and with two rounds the composition came too late
-# or never (Conformer's layer, 2026-11-27).
+# or never (Conformer's layer, 2026-11-27). The 3xTF32 convolutions too: composed they measured
+# 1.00x and 1.02x of alone where the convolutions are the time (EfficientNetV2's stage,
+# DeepLabV3's ASPP) and 2.15x faster where launches are (HiFi-GAN at batch 1, 5.93 against 12.77
+# ms, 1.17x over compile where alone was 0.56x; H100, 2026-11-27); KernelBench's GoogleNet lost
+# alone the same way (7.81 ms against eager's 4.00).
 def compiled_kernels(spec: Spec, features: TaskFeatures) -> Spec:
     """``spec`` (kforge's kernels run eagerly) under torch.compile's default mode, in one CUDA
     graph unless a graph cannot win."""
@@ -303,7 +307,7 @@ def family_of(strategy: str) -> str:
     for family in ("tf32x3-gemm", "tf32x3-conv", "triton-template"):
         if strategy.startswith(family):
             runner = strategy.partition("+")[2]
-            offered = family == "tf32x3-gemm" and runner in OFFERED_RUNNERS  # compiled_kernels's forms
+            offered = family != "triton-template" and runner in OFFERED_RUNNERS  # compiled_kernels's forms
             return family if not runner or offered else "combo"
     if strategy.startswith("corpus:"):
         return "corpus-triton" if strategy.count("+") == 0 else "combo"

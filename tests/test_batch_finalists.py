@@ -318,3 +318,28 @@ def test_a_re_measure_gets_twice_the_search_s_time_for_its_two_compiles(monkeypa
     settings = RunSettings(device="cuda", eval_timeout_s=300.0)
     job._confirm(Task("t", TASK, TASK.read_text()), ["a", "b"], settings, trials=5, seed=2)
     assert seen[0].timeout_s == 600.0 and seen[0].compile_baseline and seen[0].seed == 2
+
+
+def test_a_re_measure_that_timed_out_is_measured_again_by_a_resume(tmp_path, monkeypatch) -> None:
+    """DIEN's and FNFM's finalists (unseen7) timed out at 300 s on a loaded host; a resume,
+    whose limit or host may differ, measures such a finalist again, and a timed-out
+    confirmation too. Within one run nothing is measured twice."""
+    final = _result(3.45, 5.40, 3.60)
+    measured = CONFIRMED | {"cpp-wrapper+compile-default#2": final}
+    _run(tmp_path / "run")[0].close()
+    store = TrajectoryStore(tmp_path / "run" / "trajectories.db")
+    store.add_finalist("run", "r2-c2", _result(1.0, 5.4, 3.6, status=Status.TIMEOUT))  # before the cut
+    store.add_finalist("run", "r1-c1", CONFIRMED["fx-rewrite[attention-sdpa]+compile-default"])
+    store.close()
+    line, calls, store = _outcome(tmp_path, monkeypatch, measured, resume=True)
+    assert calls == [
+        (1, ["cpp-wrapper+compile-default", "fx-rewrite[attention-sdpa]+cpp-wrapper+compile-default"]),
+        (2, ["cpp-wrapper+compile-default"]),
+    ], calls
+    assert line["best_attempt_id"] == "r2-c2" and store.finalists("run")["r2-c2"].status is Status.OK
+    store.add_confirmation("run", "r2-c2", _result(1.0, 5.4, 3.6, status=Status.TIMEOUT))
+    store.close()
+    line, calls, store = _outcome(tmp_path, monkeypatch, measured, resume=True)
+    assert calls == [(2, ["cpp-wrapper+compile-default"])] and line["status"] == "ok"
+    assert line["speedup_vs_compile"] == pytest.approx(3.60 / 3.45)
+    store.close()

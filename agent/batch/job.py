@@ -302,8 +302,11 @@ def _choose(
     if options.as_written:
         _add_as_written(task, store, run_id, attempts, ids)
     # Each re-measure is stored as it ends: a task cut off by a device call's end (a 7 GB task's
-    # three finalists took most of a 10-minute call) resumes with the ones it has.
-    todo = [i for i in ids if i not in store.finalists(run_id)]
+    # three finalists took most of a 10-minute call) resumes with the ones it has. One that timed
+    # out is measured again by a resume, whose limit or host may differ (DIEN's and FNFM's, unseen7:
+    # at 300 s, three such tasks compiling on one host, before re-measures got twice the time).
+    earlier = store.finalists(run_id)
+    todo = [i for i in ids if i not in earlier or earlier[i].status is Status.TIMEOUT]
     if todo:
 
         def keep(k: int, result: Result) -> None:
@@ -319,7 +322,9 @@ def _choose(
     final = first[ids.index(chosen)]
     if len(ids) > 1 and final.status is Status.OK:
         done = store.confirmations(run_id).get(chosen)
-        final = done or _confirm(task, [attempts[chosen].source], settings, options.trials, seed=2)[0]
+        if done is None or done.status is Status.TIMEOUT:  # a timed-out one too, as above
+            done = _confirm(task, [attempts[chosen].source], settings, options.trials, seed=2)[0]
+        final = done
     store.add_confirmation(run_id, chosen, final)
     table = [
         {"attempt_id": i, "strategy": attempts[i].strategy, "status": r.status.value,

@@ -70,6 +70,10 @@ def test_fingerprints_tell_changed_bits_apart() -> None:
     assert prints.of(torch.tensor([True, False])) != prints.of(torch.tensor([False, True]))
 
 
+# On the CPU the judge's wall-clock check can reject this honest candidate when the host is
+# loaded (2026-11-28, CI-like run: 1.28 and 0.85 ms a call unexplained against 0.5 allowed, load
+# 3.2 on 2 cores, the retry included); what this test checks is the state eager records
+@pytest.mark.flaky(reruns=2)
 def test_timed_eager_beside_the_candidate_sees_what_the_baseline_sees(
     fixture_task: Callable[[str], Task],
     fixture_source: Callable[[str], str],

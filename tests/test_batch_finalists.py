@@ -196,6 +196,15 @@ def test_no_finalist_passing_leaves_the_search_best_unconfirmed(tmp_path, monkey
     store.close()
 
 
+def _cut_off(tmp_path: Path, stored: dict[str, Result]) -> None:
+    """A finished search whose confirmation was cut off after re-measuring ``stored``."""
+    _run(tmp_path / "run")[0].close()
+    store = TrajectoryStore(tmp_path / "run" / "trajectories.db")
+    for attempt_id, result in stored.items():
+        store.add_finalist("run", attempt_id, result)
+    store.close()
+
+
 def test_a_confirmation_cut_off_by_the_calls_end_resumes_with_the_finalists_it_measured(
     tmp_path, monkeypatch
 ) -> None:
@@ -203,14 +212,8 @@ def test_a_confirmation_cut_off_by_the_calls_end_resumes_with_the_finalists_it_m
     the call's end cut them off and the resumed task measured all three again, and was cut off
     again. Each finalist's re-measure is stored as it ends: a resume measures only the others,
     and a confirmation already made is not made twice."""
-    final = _result(3.45, 5.40, 3.60)
-    measured = CONFIRMED | {"cpp-wrapper+compile-default#2": final}
-    _run(tmp_path / "run")[0].close()
-    store = TrajectoryStore(tmp_path / "run" / "trajectories.db")
-    store.add_finalist(
-        "run", "r1-c1", CONFIRMED["fx-rewrite[attention-sdpa]+compile-default"]
-    )  # before the cut
-    store.close()
+    measured = CONFIRMED | {"cpp-wrapper+compile-default#2": _result(3.45, 5.40, 3.60)}
+    _cut_off(tmp_path, {"r1-c1": CONFIRMED["fx-rewrite[attention-sdpa]+compile-default"]})
     line, calls, store = _outcome(tmp_path, monkeypatch, measured, resume=True)
     assert calls == [
         (1, ["cpp-wrapper+compile-default", "fx-rewrite[attention-sdpa]+cpp-wrapper+compile-default"]),
@@ -324,13 +327,9 @@ def test_a_re_measure_that_timed_out_is_measured_again_by_a_resume(tmp_path, mon
     """DIEN's and FNFM's finalists (unseen7) timed out at 300 s on a loaded host; a resume,
     whose limit or host may differ, measures such a finalist again, and a timed-out
     confirmation too. Within one run nothing is measured twice."""
-    final = _result(3.45, 5.40, 3.60)
-    measured = CONFIRMED | {"cpp-wrapper+compile-default#2": final}
-    _run(tmp_path / "run")[0].close()
-    store = TrajectoryStore(tmp_path / "run" / "trajectories.db")
-    store.add_finalist("run", "r2-c2", _result(1.0, 5.4, 3.6, status=Status.TIMEOUT))  # before the cut
-    store.add_finalist("run", "r1-c1", CONFIRMED["fx-rewrite[attention-sdpa]+compile-default"])
-    store.close()
+    measured = CONFIRMED | {"cpp-wrapper+compile-default#2": _result(3.45, 5.40, 3.60)}
+    timed_out = _result(1.0, 5.4, 3.6, status=Status.TIMEOUT)
+    _cut_off(tmp_path, {"r2-c2": timed_out, "r1-c1": CONFIRMED["fx-rewrite[attention-sdpa]+compile-default"]})
     line, calls, store = _outcome(tmp_path, monkeypatch, measured, resume=True)
     assert calls == [
         (1, ["cpp-wrapper+compile-default", "fx-rewrite[attention-sdpa]+cpp-wrapper+compile-default"]),

@@ -189,7 +189,7 @@ def _outcome(task: Task, summary: Any, settings: RunSettings, options: BatchOpti
                 write_outputs(store, summary.run_id, summary.run_dir)
         else:
             final = results[best_id]
-        best, search = attempts[best_id], store.results(summary.run_id)[best_id]
+        best, search = attempts[best_id], results[best_id]
     finally:
         store.close()
     line |= {
@@ -313,6 +313,7 @@ def _choose(
             store.add_finalist(run_id, todo[k], result)
             if todo[k] == AS_WRITTEN:  # its only measurement before the confirmation: its result
                 store.add_result(run_id, AS_WRITTEN, result)
+                results.setdefault(AS_WRITTEN, result)  # as the store keeps the first
 
         _confirm(task, [attempts[i].source for i in todo], settings, options.trials, seed=1, on_result=keep)
     measured = store.finalists(run_id)

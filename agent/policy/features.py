@@ -46,6 +46,12 @@ RANDOM_OPS = ("bernoulli", "rand", "randn", "randint", "normal", "uniform", "mul
 MAX_OPS = 3000  # counting stops here: such a forward is launch-bound whatever the rest does
 GRAPH_MIN_BYTES = 1 << 30  # graph_cannot_win applies from here (inputs and outputs together)
 GRAPH_COPY_MARGIN = 4.0  # a graph's copies this many times the launches' host time: it cannot win
+# What the meta device says when a forward's shapes or control flow depend on its data: a
+# dispatch by torch.where / nonzero or a boolean mask, repeat_interleave without output_size,
+# unique, bincount, masked_select, a value read back (.item(), int(t), .tolist())
+DATA_DEPENDENT_ERRORS = (
+    "nonzero", "output_size", "Tensor.item()", "_unique", "bincount", "masked_select", "Cannot copy out of meta",
+)  # fmt: skip
 
 
 class TooManyOps(RuntimeError):
@@ -123,6 +129,15 @@ class TaskFeatures:
         gbps = spec_for(self.gpu or ASSUMED_GPU).peak_gbps or 0.0
         copy_ms = 2.0 * self.min_bytes / (gbps * 1e6) if gbps else 0.0
         return copy_ms > GRAPH_COPY_MARGIN * self.launches * LAUNCH_US * 1e-3
+
+    @property
+    def data_dependent(self) -> bool:
+        """The forward reads its data back on the host (a size from nonzero or repeat_interleave, an
+        ``.item()``): every call syncs, so no CUDA graph captures the whole forward (SchNet's
+        readout, unseen7: both graph candidates failed), and torch.compile breaks its graph there
+        unless told to capture such ops (Qwen1.5-MoE's 60-expert dispatch: 4 breaks, 20 of its
+        1101 ops compiled). The meta device cannot run such a forward: its error says so."""
+        return any(k in self.error for k in DATA_DEPENDENT_ERRORS)
 
     @property
     def compute_bound(self) -> bool:

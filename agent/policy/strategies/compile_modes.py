@@ -61,10 +61,22 @@ CPP_WRAPPER = Spec(
 )
 
 
+# The default mode with Dynamo capturing data-dependent ops (runners.DYNAMIC_OUTPUTS): offered
+# where the forward's shapes depend on its data, before the plain default mode (the same family).
+DYNAMIC_OUTPUTS = Spec(
+    family="compile-default",
+    runner="compile",
+    mode="default",
+    flags=("dynamic-outputs",),
+    note="torch.compile capturing the data-dependent ops (nonzero, .item()) where it would break its graph",
+)
+
+
 def specs(features: TaskFeatures, device: str) -> list[Spec]:
+    dynamic = [DYNAMIC_OUTPUTS] if features.data_dependent else []
     if device != "cuda":
-        return [compile_spec("default")]  # CUDA graphs and GPU autotuning need a GPU
-    out = [compile_spec("default"), CPP_WRAPPER, compile_spec("reduce-overhead")]
+        return [*dynamic, compile_spec("default")]  # CUDA graphs and GPU autotuning need a GPU
+    out = [*dynamic, compile_spec("default"), CPP_WRAPPER, compile_spec("reduce-overhead")]
     if (features.has_matmul or features.has_conv) and not too_big_to_autotune(features):
         out.append(compile_spec("max-autotune-no-cudagraphs", features))
         out.append(compile_spec("max-autotune", features))

@@ -20,6 +20,6 @@ COMPILE_GRAPH = Spec(
 
 
 def specs(features: TaskFeatures, device: str) -> list[Spec]:
-    if device != "cuda":
+    if device != "cuda" or features.data_dependent:  # a forward that syncs cannot be captured
         return []
     return [CUDA_GRAPH, COMPILE_GRAPH]

@@ -224,6 +224,8 @@ def variants(spec: Spec, analysis: TaskAnalysis, device: str) -> list[Spec]:
             out.append(dataclasses.replace(combo, flags=(*spec.flags, "channels-last")))
         if spec.runner in ("compile", "compile-graph"):
             out.append(dataclasses.replace(combo, flags=(*spec.flags, "nchw")))
+    if analysis.features.data_dependent:  # it syncs: no capture of the whole forward (cuda_graph.specs)
+        out = [v for v in out if v.runner not in ("cuda-graph", "compile-graph")]
     return out
 
 
@@ -280,6 +282,7 @@ def _base_families() -> dict[str, str]:
     specs = [compile_modes.compile_spec(mode) for mode in compile_modes.MODES]
     specs += [
         compile_modes.CPP_WRAPPER,
+        compile_modes.DYNAMIC_OUTPUTS,
         cuda_graph.CUDA_GRAPH,
         cuda_graph.COMPILE_GRAPH,
         conv.CUDNN,

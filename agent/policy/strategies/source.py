@@ -21,7 +21,16 @@ class SourceError(ValueError):
 
 # Flags in names come in this order, whatever order variants added them in: the same
 # candidate reached two ways (cudnn-benchmark added to nchw, or nchw to cudnn-benchmark) has one name.
-FLAG_ORDER = ("aten-convs", "cudnn-benchmark", "channels-last", "nchw", "cpp-wrapper", "tf32", "bf16")
+FLAG_ORDER = (
+    "aten-convs",
+    "dynamic-outputs",
+    "cudnn-benchmark",
+    "channels-last",
+    "nchw",
+    "cpp-wrapper",
+    "tf32",
+    "bf16",
+)
 
 
 CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")  # torch.compile modes that replay a CUDA graph

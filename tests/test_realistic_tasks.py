@@ -12,7 +12,7 @@ from kforge.agent.policy.features import meta_instance
 from kforge.tools.task import load_task
 
 ROOT = Path(__file__).parents[1] / "bench" / "realistic"
-SETS = ("dev", "heldout", "unseen", "unseen2", "unseen3", "unseen4", "unseen5", "unseen6", "unseen7")
+SETS = ("dev", "heldout", "unseen", "unseen2", "unseen3", "unseen4", "unseen5", "unseen6", "unseen7", "unseen8")
 
 # Shapes that depend on the data: Qwen1.5-MoE dispatches with torch.where (nonzero), SchNet's
 # readout repeat_interleaves by atom counts. unseen7, 2026-11-27.
@@ -59,6 +59,7 @@ def test_the_sets_are_apart_and_each_spans_llm_vision_and_recommender_blocks() -
         "unseen5": 7,
         "unseen6": 10,
         "unseen7": 9,
+        "unseen8": 10,
     }
     assert all(len(names[s]) >= n for s, n in minimum.items()), {s: len(names[s]) for s in SETS}
     for i, a in enumerate(SETS):

@@ -206,6 +206,8 @@ def variants(spec: Spec, analysis: TaskAnalysis, device: str) -> list[Spec]:
     elif spec.runner == "compile" and spec.mode == "default" and on_gpu:
         if "cpp-wrapper" not in spec.flags:  # the same kernels, less host time a call
             out.append(dataclasses.replace(combo, flags=(*spec.flags, "cpp-wrapper")))
+        if analysis.features.data_dependent and "dynamic-outputs" not in spec.flags:
+            out.append(dataclasses.replace(combo, flags=(*spec.flags, "dynamic-outputs")))
         plain = tuple(f for f in spec.flags if f != "cpp-wrapper")  # the wrapper is the default mode's
         out.append(dataclasses.replace(combo, runner="compile-graph", flags=plain))
         # max-autotune only where it can end in an evaluation's time (DIEN's AUGRU and FNFM,

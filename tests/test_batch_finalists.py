@@ -188,6 +188,33 @@ def test_a_finalist_caught_cheating_on_its_re_measure_is_not_chosen_and_never_a_
         assert cheat.answer not in answers and honest.answer in answers, kind
 
 
+def test_a_chosen_finalist_failing_its_confirmation_gives_way_to_the_next_fastest(
+    tmp_path, monkeypatch
+) -> None:
+    """ChatGLM3's block (unseen8, H200): the 3xTF32 finalist passed the search and its first
+    re-measure, then missed the tolerance on the confirmation's inputs, and the task had no
+    answer. The next fastest finalist is measured once more in its place; the report says which
+    was not kept; a resume measures nothing again."""
+    wrong = _result(3.40, 5.40, 3.60, status=Status.INCORRECT)
+    line, calls, store = _outcome(tmp_path, monkeypatch, CONFIRMED | {"cpp-wrapper+compile-default#2": wrong})
+    assert calls[1:] == [
+        (2, ["cpp-wrapper+compile-default"]),
+        (2, ["fx-rewrite[attention-sdpa]+cpp-wrapper+compile-default"]),  # next against compile
+    ]
+    assert line["status"] == "ok" and line["best_attempt_id"] == "r2-c0"
+    assert line["speedup_vs_compile"] == 3.58 / 3.70
+    confirmations = {f["attempt_id"]: f.get("confirmation") for f in line["finalists"]}
+    assert confirmations == {"r1-c1": None, "r2-c2": "incorrect", "r2-c0": "ok"}
+    report = render_report(store, "run")
+    assert "Best: r2-c0" in report and "not kept:\n\n- r2-c2: incorrect on the new inputs" in report
+    store.close()
+    samples = {s.attempt_id: s for s in load_samples([tmp_path / "run"])}
+    assert samples["r2-c2"].confirmation is Status.INCORRECT  # no target
+    again, calls, store = _outcome(tmp_path, monkeypatch, CONFIRMED, resume=True)
+    assert calls == [] and again["best_attempt_id"] == "r2-c0" and again["result"] == line["result"]
+    store.close()
+
+
 def test_no_finalist_passing_leaves_the_search_best_unconfirmed(tmp_path, monkeypatch) -> None:
     failed = {k: _result(1.0, 5.4, 3.6, status=Status.INCORRECT) for k in CONFIRMED}
     line, calls, store = _outcome(tmp_path, monkeypatch, failed)

@@ -318,18 +318,34 @@ def _choose(
         _confirm(task, [attempts[i].source for i in todo], settings, options.trials, seed=1, on_result=keep)
     measured = store.finalists(run_id)
     first = [measured[i] for i in ids]
-    top = max(range(len(ids)), key=lambda k: _against_compile(first[k]))  # the first of equals
-    chosen = ids[top] if _against_compile(first[top]) > 0 else best_id
-    final = first[ids.index(chosen)]
-    if len(ids) > 1 and final.status is Status.OK:
-        done = store.confirmations(run_id).get(chosen)
-        if done is None or done.status is Status.TIMEOUT:  # a timed-out one too, as above
-            done = _confirm(task, [attempts[chosen].source], settings, options.trials, seed=2)[0]
-        final = done
-    store.add_confirmation(run_id, chosen, final)
+    ranked = sorted(range(len(ids)), key=lambda k: -_against_compile(first[k]))  # stable: the first of equals
+    order = [ids[k] for k in ranked if _against_compile(first[k]) > 0] or [best_id]
+    confirmed = store.confirmations(run_id)
+    tried: dict[str, Result] = {}
+    # The fastest finalist, measured once more; one that fails that (a wrong answer on the new
+    # inputs, a crash) is not the answer, and the next fastest is measured in its place: a
+    # 3xTF32 candidate of ChatGLM3's block (unseen8, H200) passed the search and its first
+    # re-measure and missed the tolerance on the third inputs (1.27e-4 against 1e-4), and the
+    # task came out with no answer while three finalists had passed. The module as written is the
+    # last finalist: its confirmation fails only where every measurement would.
+    for chosen in order:
+        final = first[ids.index(chosen)]
+        if len(ids) > 1 and final.status is Status.OK:
+            done = confirmed.get(chosen)
+            if done is None or done.status is Status.TIMEOUT:  # a timed-out one too, as above
+                done = _confirm(task, [attempts[chosen].source], settings, options.trials, seed=2)[0]
+            final = done
+        store.add_confirmation(run_id, chosen, final)
+        tried[chosen] = final
+        if final.status is Status.OK:
+            break
+    else:  # none passed: the answer is the fastest finalist's failure
+        chosen = order[0]
+        final = tried[chosen]
     table = [
         {"attempt_id": i, "strategy": attempts[i].strategy, "status": r.status.value,
          "speedup_vs_compile": r.speedup_vs_compile}
+        | ({"confirmation": tried[i].status.value} if i in tried else {})
         for i, r in zip(ids, first, strict=True)
     ]  # fmt: skip
     return chosen, final, table

@@ -97,6 +97,14 @@ def _confirmed(store: TrajectoryStore, run_id: str, best: TrajectoryStep | None)
         " best of the search's measurements, which favours a lucky one)",
         "",
     ]
+    failed = {i: r for i, r in store.confirmations(run_id).items() if r.status is not Status.OK}
+    if failed and result.status is Status.OK:  # the faster finalists it was measured in place of
+        out += [
+            "Measured once more before it, and not kept:",
+            "",
+            *(f"- {md_inline(i)}: {r.status.value} on the new inputs" for i, r in failed.items()),
+            "",
+        ]
     finalists = store.finalists(run_id)
     if len(finalists) > 1:
         out += [

@@ -12,7 +12,18 @@ from kforge.agent.policy.features import meta_instance
 from kforge.tools.task import load_task
 
 ROOT = Path(__file__).parents[1] / "bench" / "realistic"
-SETS = ("dev", "heldout", "unseen", "unseen2", "unseen3", "unseen4", "unseen5", "unseen6", "unseen7", "unseen8")
+SETS = (
+    "dev",
+    "heldout",
+    "unseen",
+    "unseen2",
+    "unseen3",
+    "unseen4",
+    "unseen5",
+    "unseen6",
+    "unseen7",
+    "unseen8",
+)
 
 # Shapes that depend on the data: Qwen1.5-MoE dispatches with torch.where (nonzero), SchNet's
 # readout repeat_interleaves by atom counts. unseen7, 2026-11-27.

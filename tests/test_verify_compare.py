@@ -205,10 +205,10 @@ def test_a_result_closer_to_the_truth_than_eager_is_correct_and_a_wrong_one_is_n
     ]
     exact, reordered, wrong, coarser = evaluate_many(task, sources, make_cpu_options())
     assert exact.status == Status.OK, exact.log
-    assert verify.FP64_NOTE in exact.flags
+    assert compare.FP64_NOTE in exact.flags
     assert exact.max_abs_err > 1e-4  # against eager's float32 output
     assert reordered.status == Status.OK, reordered.log
-    assert verify.EAGER_ERROR_NOTE in reordered.flags and verify.FP64_NOTE not in reordered.flags
+    assert compare.EAGER_ERROR_NOTE in reordered.flags and compare.FP64_NOTE not in reordered.flags
     assert reordered.fp64_rel_err is not None and reordered.fp64_rel_err <= reordered.ref_fp64_rel_err
     assert wrong.status == Status.INCORRECT and coarser.status == Status.INCORRECT, (wrong.log, coarser.log)
 

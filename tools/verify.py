@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from .compare import compare, rel_err
+from .compare import compare, fp64_agreement, rel_err
 from .fingerprint import COPY_BYTES, Fingerprinter, Snapshot
 from .memory import MB
 from .precision import PrecisionClass
@@ -264,54 +264,15 @@ class Verifier:
         release(self.device)
 
 
-FP64_NOTE = (
-    "matched the float64 reference within the tolerance where the float32 reference itself is "
-    "off by more (a more accurate result than eager's)"
-)
-EAGER_ERROR_NOTE = (
-    "matched the float64 reference within the tolerance widened by eager's own largest error on "
-    "that call (a float32 result as accurate as eager's, rounded at other elements)"
-)
-
-
 def _agrees_with_fp64(
     cand_out: Any, ref_out: Any, reference: torch.nn.Module, inputs: list[Any], precision: PrecisionClass
 ) -> str:
-    """Why the candidate's output is correct though it missed eager's float32 output ("": it
-    is not). The exact answer (the reference run in float64, rounded to the output dtype) is a
-    correct answer too: a candidate more accurate than eager, say one that sums in float64, can
-    differ from eager's output by eager's own error (FP64_NOTE). And where eager itself is off
-    by about the tolerance, a result as accurate as eager's but rounded at other elements misses
-    both: ChatGLM3's block (unseen8, H200, a 13696-long reduction) had torch.compile's own
-    output and a 3xTF32 one, both closer to float64 than eager overall (4.6e-6 against 5.4e-6),
-    off by 1.27e-4 at an element near zero. So each output may also be off the exact answer by
-    the tolerance plus eager's largest error on that output (EAGER_ERROR_NOTE): eager's own error
-    is what a float32 computation of the task gets wrong. The float64 norm check still bounds
-    the whole output (precision lowered past ten times eager's error is rejected)."""
+    """Why the candidate's output is correct against the float64 answer though it missed eager's
+    float32 output (``compare.fp64_agreement``), "" when it is not."""
     if not any(isinstance(t, torch.Tensor) and t.is_floating_point() for t in flatten(ref_out)):
         return ""
     out64 = _reference64(reference, inputs)
-    if out64 is None:
-        return ""
-    cands, refs, exact = flatten(cand_out), flatten(ref_out), flatten(out64)
-    if len(refs) != len(exact) or len(cands) != len(refs):
-        return ""
-    rounded = [
-        e.to(r.dtype)
-        if isinstance(e, torch.Tensor) and isinstance(r, torch.Tensor) and r.is_floating_point()
-        else e
-        for e, r in zip(exact, refs, strict=True)
-    ]
-    if compare(cands, rounded, precision)[0]:
-        return FP64_NOTE
-    for c, r, e in zip(cands, refs, rounded, strict=True):
-        band = precision
-        if isinstance(r, torch.Tensor) and r.is_floating_point() and isinstance(e, torch.Tensor):
-            own = compare([r], [e], precision)[2]  # eager's largest error on this output
-            band = dataclasses.replace(precision, atol=precision.atol + own)
-        if not compare([c], [e], band)[0]:
-            return ""
-    return EAGER_ERROR_NOTE
+    return "" if out64 is None else fp64_agreement(cand_out, ref_out, out64, precision)
 
 
 FP64_MEMORY_NOTE = (

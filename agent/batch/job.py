@@ -318,16 +318,33 @@ def _choose(
         _confirm(task, [attempts[i].source for i in todo], settings, options.trials, seed=1, on_result=keep)
     measured = store.finalists(run_id)
     first = [measured[i] for i in ids]
+    chosen, final, tried = _confirmed_choice(
+        task, store, run_id, attempts, ids, first, best_id, settings, options
+    )
+    table = [
+        {"attempt_id": i, "strategy": attempts[i].strategy, "status": r.status.value,
+         "speedup_vs_compile": r.speedup_vs_compile}
+        | ({"confirmation": tried[i].status.value} if i in tried else {})
+        for i, r in zip(ids, first, strict=True)
+    ]  # fmt: skip
+    return chosen, final, table
+
+
+def _confirmed_choice(
+    task: Task, store: Any, run_id: str, attempts: dict[str, Any], ids: list[str], first: list[Result],
+    best_id: str, settings: RunSettings, options: BatchOptions,
+) -> tuple[str, Result, dict[str, Result]]:  # fmt: skip
+    """(the finalist chosen, its confirmation, every confirmation tried). The fastest finalist
+    against compile is measured once more; one that fails that (a wrong answer on the new
+    inputs, a crash) is not the answer, and the next fastest is measured in its place: a 3xTF32
+    candidate of ChatGLM3's block (unseen8, H200) passed the search and its first re-measure and
+    missed the tolerance on the third inputs (1.27e-4 against 1e-4), and the task came out with
+    no answer while three finalists had passed. The module as written is the last finalist: its
+    confirmation fails only where every measurement would."""
     ranked = sorted(range(len(ids)), key=lambda k: -_against_compile(first[k]))  # stable: the first of equals
     order = [ids[k] for k in ranked if _against_compile(first[k]) > 0] or [best_id]
     confirmed = store.confirmations(run_id)
     tried: dict[str, Result] = {}
-    # The fastest finalist, measured once more; one that fails that (a wrong answer on the new
-    # inputs, a crash) is not the answer, and the next fastest is measured in its place: a
-    # 3xTF32 candidate of ChatGLM3's block (unseen8, H200) passed the search and its first
-    # re-measure and missed the tolerance on the third inputs (1.27e-4 against 1e-4), and the
-    # task came out with no answer while three finalists had passed. The module as written is the
-    # last finalist: its confirmation fails only where every measurement would.
     for chosen in order:
         final = first[ids.index(chosen)]
         if len(ids) > 1 and final.status is Status.OK:
@@ -338,17 +355,8 @@ def _choose(
         store.add_confirmation(run_id, chosen, final)
         tried[chosen] = final
         if final.status is Status.OK:
-            break
-    else:  # none passed: the answer is the fastest finalist's failure
-        chosen = order[0]
-        final = tried[chosen]
-    table = [
-        {"attempt_id": i, "strategy": attempts[i].strategy, "status": r.status.value,
-         "speedup_vs_compile": r.speedup_vs_compile}
-        | ({"confirmation": tried[i].status.value} if i in tried else {})
-        for i, r in zip(ids, first, strict=True)
-    ]  # fmt: skip
-    return chosen, final, table
+            return chosen, final, tried
+    return order[0], tried[order[0]], tried  # none passed: the fastest finalist's failure
 
 
 def _confirm(

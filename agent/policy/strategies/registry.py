@@ -226,9 +226,8 @@ def variants(spec: Spec, analysis: TaskAnalysis, device: str) -> list[Spec]:
             out.append(dataclasses.replace(combo, flags=(*spec.flags, "channels-last")))
         if spec.runner in ("compile", "compile-graph"):
             out.append(dataclasses.replace(combo, flags=(*spec.flags, "nchw")))
-    if analysis.features.data_dependent:  # it syncs: no capture of the whole forward (cuda_graph.specs)
-        out = [v for v in out if v.runner not in ("cuda-graph", "compile-graph")]
-    return out
+    syncs = analysis.features.data_dependent  # no capture of the whole forward (cuda_graph.specs)
+    return [v for v in out if not (syncs and v.runner in ("cuda-graph", "compile-graph"))]
 
 
 def _gemm_variants(spec: Spec, combo: Spec, analysis: TaskAnalysis) -> list[Spec]:

@@ -213,6 +213,20 @@ def test_a_result_closer_to_the_truth_than_eager_is_correct_and_a_wrong_one_is_n
     assert wrong.status == Status.INCORRECT and coarser.status == Status.INCORRECT, (wrong.log, coarser.log)
 
 
+def test_eager_s_own_error_widens_the_tolerance_only_so_far() -> None:
+    """Eager off by up to 3.9e-3 (through 100000, where float32's spacing is 7.8e-3): its largest
+    error widens the tolerance by at most EAGER_ERROR_CAP times atol (1e-3), so an output 2e-3
+    off everywhere is not correct, while one as accurate as eager at other elements is."""
+    torch.manual_seed(0)
+    x = torch.randn(64, 256)
+    fp32 = get_precision("fp32")
+    eager, exact = (x + 100000.0) - 100000.0, x.double()
+    assert (eager.double() - exact).abs().max() > 3e-3
+    assert compare.fp64_agreement(x + 2e-3, eager, exact, fp32) == ""
+    assert compare.fp64_agreement(x + 5e-4, eager, exact, fp32) == compare.EAGER_ERROR_NOTE
+    assert compare.fp64_agreement(x.clone(), eager, exact, fp32) == compare.FP64_NOTE
+
+
 def test_outputs_inside_a_mapping_are_compared_not_skipped(chunk: int) -> None:
     """A transformers model returns a ModelOutput (an ordered mapping): a wrong tensor inside
     it is an error, not a leaf the comparison steps over."""

@@ -61,7 +61,7 @@ CPP_WRAPPER = Spec(
 )
 
 
-# The default mode with Dynamo capturing data-dependent ops (runners.DYNAMIC_OUTPUTS): where the
+# The default mode with Dynamo capturing data-dependent ops (runners.CAPTURE_DATA_DEPENDENT): where the
 # forward's shapes depend on its data, a variant of a winning default mode (registry.variants).
 # Measured beside the plain mode (H200, 2026-11-28, .carry-style check of 82e7cc0): SchNet 3.401
 # against 3.404 ms, Qwen1.5-MoE 18.5 against 19.8 ms (and the module as written 17.2 ms, a forward

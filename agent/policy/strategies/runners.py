@@ -74,7 +74,7 @@ ATEN_CONVS = (
 # "dynamic-outputs": Dynamo captures ops whose output shape depends on the data (nonzero, a
 # boolean mask, repeat_interleave) and scalars read back (.item()) into the graph, where by
 # default it breaks the graph at each. Set in the candidate's own worker before its first compile.
-DYNAMIC_OUTPUTS = (
+CAPTURE_DATA_DEPENDENT = (
     "import torch._dynamo.config\n        "
     "torch._dynamo.config.capture_dynamic_output_shape_ops = True\n        "
     "torch._dynamo.config.capture_scalar_outputs = True\n        "
@@ -85,7 +85,7 @@ def runner_code(spec: Spec) -> str:
     if spec.runner == "eager":
         return EAGER_RUNNER
     pre = (ATEN_CONVS if "aten-convs" in spec.flags else "") + (
-        DYNAMIC_OUTPUTS if "dynamic-outputs" in spec.flags else ""
+        CAPTURE_DATA_DEPENDENT if "dynamic-outputs" in spec.flags else ""
     )
     if spec.runner == "compile":
         ret = "_kforge_clone(fn(*args))" if spec.mode in CUDAGRAPH_MODES else "fn(*args)"

@@ -7,6 +7,7 @@ again. These tests replay those figures."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -15,9 +16,10 @@ import pytest
 from kforge.agent.batch import job
 from kforge.agent.report import render_report
 from kforge.agent.settings import RunSettings
+from kforge.agent.state import BASELINE_ID
 from kforge.agent.store import AttemptRecord, TrajectoryStore
 from kforge.agent.train.samples import load_samples
-from kforge.tools.result import Result, Status, Timing
+from kforge.tools.result import COMPILE_FAILED, Result, Status, Timing
 from kforge.tools.task import Task
 
 TASK = Path(__file__).parent / "fixtures" / "tasks" / "scale_relu.py"
@@ -75,11 +77,14 @@ def test_finalists_are_the_best_then_the_next_by_ratio_and_the_fastest_by_time(t
     store.close()
 
 
-def _confirmations(measured: dict[str, Result], calls: list):
+def _confirmations(measured: dict[str, Result], calls: list, compiled: list | None = None):
     """A stand-in for the engine's re-measure: each source's result by the strategy in its text
-    (``NAME#2``: its second re-measure, where given)."""
+    (``NAME#2``: its second re-measure, where given); ``compiled`` hears whether each call
+    timed torch.compile."""
 
-    def confirm(task, sources, settings, trials, seed, on_result=None):
+    def confirm(task, sources, settings, trials, seed, on_result=None, time_compile=True):
+        if compiled is not None:
+            compiled.append(time_compile)
         names = [s.split("# ")[1].split("\n")[0] for s in sources]
         names = [job.AS_WRITTEN if n.endswith("own module, as written") else n for n in names]
         calls.append((seed, names))
@@ -369,3 +374,29 @@ def test_a_re_measure_that_timed_out_is_measured_again_by_a_resume(tmp_path, mon
     assert calls == [(2, ["cpp-wrapper+compile-default"])] and line["status"] == "ok"
     assert line["speedup_vs_compile"] == pytest.approx(3.60 / 3.45)
     store.close()
+
+
+def test_where_compile_of_the_reference_failed_the_re_measures_do_not_time_it(tmp_path, monkeypatch) -> None:
+    """PointNet++ (unseen8): torch.compile of its reference ran past its share of the baseline's
+    time. Beside each finalist it would again, for nothing: the re-measures time eager and the
+    candidate, rank by the speedup over eager, and the line has no figure against compile."""
+    store = _run(tmp_path / "run")[0]
+    failed = f"{COMPILE_FAILED}: CompileTimeLimit: torch.compile of the reference did not finish in 210 s"
+    store.add_result("run", BASELINE_ID, dataclasses.replace(_result(5.4, 5.4), log=failed))
+    store.close()
+    measured = {name: _result(r.candidate_ms or 0.0, r.eager_ms or 0.0) for name, r in CONFIRMED.items()}
+    calls: list = []
+    compiled: list = []
+    monkeypatch.setattr(job, "_confirm", _confirmations(measured, calls, compiled))
+    summary = SimpleNamespace(run_dir=tmp_path / "run", run_id="run", reason="done", best_attempt_id="r1-c1",
+                              best_path=None)  # fmt: skip
+    settings = RunSettings(device="cuda")
+    line = job._outcome(
+        Task("albert", TASK, ""), summary, settings, job.BatchOptions(out=tmp_path, settings=settings)
+    )
+    assert compiled == [False, False] and calls[1] == (
+        2,
+        ["cpp-wrapper+compile-default"],
+    )  # fastest over eager
+    assert line["status"] == "ok" and line["speedup_vs_compile"] is None
+    assert line["speedup_vs_eager"] == pytest.approx(5.36 / 3.43)

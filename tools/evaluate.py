@@ -52,6 +52,7 @@ ResultCallback = Callable[[int, Result], None]
 PhaseCallback = Callable[[int, str], None]
 
 WORKER_MEMORY_SHARE = 0.4  # of the host's memory, per worker: an evaluation runs two (judge, candidate)
+COMPILE_SHARE = 0.7  # of the worker's time, for torch.compile of the reference (DIEN's took 156 of 300 s)
 
 
 def default_memory_gb() -> float:
@@ -300,6 +301,7 @@ def _job(
         "trials": options.trials,
         "timing_trials": options.timing_trials,
         "compile_baseline": options.compile_baseline,
+        "compile_limit_s": options.timeout_s * COMPILE_SHARE,
         "lean_bytes": options.lean_bytes,
         "seed": options.seed,
     }

@@ -11,6 +11,8 @@ import enum
 import json
 from typing import Any
 
+COMPILE_FAILED = "torch.compile baseline failed"  # the log's note; the policy reads it (TaskFeatures)
+
 
 class Status(enum.StrEnum):
     OK = "ok"

@@ -9,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import signal
+import threading
 import time
 import traceback
 import types
@@ -24,12 +26,37 @@ from .hardware import detect_gpu
 from .memory import MB, MemoryMeter
 from .precision import get_precision
 from .quiet import BUSY_HOST_FLAG, HostLoad, quiet_timing
-from .result import Result, Status, Timing
+from .result import COMPILE_FAILED, Result, Status, Timing
 from .roofline import roofline, tensor_bytes
 from .task import import_file
 from .timing import PLAIN_CHECK, LocalSlot, Slot, Timer
 
 SUSPICIOUS_SPEEDUP = 10.0
+
+
+class CompileTimeLimit(BaseException):
+    """torch.compile of the reference ran past its share of the worker's time. A BaseException:
+    Dynamo turns an Exception raised inside its tracing into a fallback to eager, which would be
+    timed as if it were compile's."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float, what: str) -> Iterator[None]:
+    """Raise CompileTimeLimit in this (the main) thread after ``seconds``; no limit at 0."""
+    if seconds <= 0 or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise CompileTimeLimit(f"{what} did not finish in {seconds:.0f} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 class BuildError(RuntimeError):
@@ -142,12 +169,15 @@ def time_all(
     slots: dict[str, Slot] = {"candidate": candidate, "eager": local(lambda: reference(*inputs))}
     if job.spec["compile_baseline"]:
         compiled = torch.compile(reference)
+        # PointNet++'s sampling loop (unseen8, 3001 ops) compiled past the whole worker's 300 s:
+        # the baseline lost its eager time too, and the task had no reference to search against
+        limit = job.spec.get("compile_limit_s", 0.0)
         try:
-            with job.phase("torch.compile"):
+            with job.phase("torch.compile"), time_limit(limit, "torch.compile of the reference"):
                 no_grad(lambda: compiled(*inputs))()
             slots["compile"] = local(lambda: compiled(*inputs))
-        except Exception as err:  # the baseline failing is not the candidate's failure
-            job.note(f"torch.compile baseline failed: {type(err).__name__}: {err}")
+        except (Exception, CompileTimeLimit) as err:  # the baseline failing is not the candidate's failure
+            job.note(f"{COMPILE_FAILED}: {type(err).__name__}: {err}")
     order = list(slots)
     random.Random(job.spec["seed"]).shuffle(order)
     job.note(f"timing: interleaved rounds, first order {', '.join(order)} ({timer.label})")

@@ -3,6 +3,8 @@ variant won and by how much, where it sits on the roofline, what failed and why.
 
 from __future__ import annotations
 
+import re
+
 from ...tools.fmt import ms, ratio
 from ...tools.result import Result, Status
 from .base import AttemptView
@@ -42,11 +44,19 @@ def _bound_now(result: Result) -> str:
     return f"{result.roofline.bound}-bound, at {fraction:.0%} of the roofline floor ({gap})"
 
 
-def _first_line(text: str) -> str:
-    for line in reversed(text.strip().splitlines()):
-        if line.strip() and not line.startswith(" "):
-            return line.strip()[:200]
-    return "(no log)"
+ERROR_LINE = re.compile(r"^[\w.]*(Error|Exception|Exit|Interrupt|TimeLimit)\b")
+LOG_NOISE = ("containment:", "judge containment:", "phases:", "candidate worker")
+
+
+def _reason_line(text: str) -> str:
+    """The line that says why an attempt failed: the last exception's, else the last unindented
+    line that is not the workers' containment report (which ends every log)."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip() and not line.startswith(" ")]
+    for line in reversed(lines):
+        if ERROR_LINE.match(line):
+            return line[:200]
+    said = [line for line in lines if not line.startswith(LOG_NOISE)]
+    return said[-1][:200] if said else "(no log)"
 
 
 def analysis(new: list[AttemptView], baseline: Result | None, best_so_far: AttemptView | None) -> str:
@@ -80,7 +90,7 @@ def analysis(new: list[AttemptView], baseline: Result | None, best_so_far: Attem
             )
     failed = [v for v in new if v.result.status is not Status.OK]
     for view in failed:
-        reason = "; ".join(view.result.cheats) if view.result.cheats else _first_line(view.result.log)
+        reason = "; ".join(view.result.cheats) if view.result.cheats else _reason_line(view.result.log)
         lines.append(f"- failed {view.attempt_id} {view.strategy}: {view.result.status.value}: {reason}")
     return "\n".join(lines)
 

@@ -16,7 +16,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ...tools.hardware import GpuSpec, spec_for
-from ...tools.result import Result
+from ...tools.result import COMPILE_FAILED, Result
 from ...tools.roofline import roofline
 from ...tools.task import Task, import_file
 
@@ -91,6 +91,7 @@ class TaskFeatures:
     compile_ms: float | None = None
     random: bool = False  # draws random numbers (dropout with p > 0): no candidate can match it
     error: str = ""  # why the op count is missing, when it is
+    compile_failed: bool = False  # torch.compile of the reference failed or ran out of time (baseline)
 
     def has(self, names: tuple[str, ...]) -> bool:
         return any(any(n in op for n in names) for op in self.ops)
@@ -223,6 +224,7 @@ def task_features(
     features.gpu_assumed = not known
     if baseline is not None:
         features.eager_ms, features.compile_ms = baseline.eager_ms, baseline.compile_ms
+        features.compile_failed = COMPILE_FAILED in baseline.log
         features.measured_on = (baseline.roofline.gpu if baseline.roofline else None) or baseline.device
     gpu = hardware if known and hardware is not None else spec_for(ASSUMED_GPU)
     counter = _OpCounter()

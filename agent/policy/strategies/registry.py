@@ -134,7 +134,16 @@ def base_specs(analysis: TaskAnalysis, precision_class: str, device: str) -> lis
     specs += cuda_graph.specs(features, device)
     specs += conv.specs(features, device, channels_last=not analysis.views)
     specs += precision.specs(features, precision_class, device)
-    return specs
+    return [s for s in specs if runnable(s, features)]
+
+
+def runnable(spec: Spec, features: TaskFeatures) -> bool:
+    """No whole-forward CUDA graph where the forward syncs on its data (``data_dependent``), and
+    no torch.compile where compiling the reference itself failed or ran past its time (PointNet++'s
+    sampling loop, unseen8: each such candidate would spend the worker's 300 s the same way)."""
+    if features.data_dependent and spec.runner in ("cuda-graph", "compile-graph"):
+        return False
+    return not (features.compile_failed and spec.runner in ("compile", "compile-graph"))
 
 
 KERNEL_BODIES = ("tf32x3", "tf32x3-conv")  # bodies that run kforge's own kernels
@@ -153,9 +162,11 @@ KERNEL_BODIES = ("tf32x3", "tf32x3-conv")  # bodies that run kforge's own kernel
 # alone the same way (7.81 ms against eager's 4.00).
 def compiled_kernels(spec: Spec, features: TaskFeatures) -> Spec:
     """``spec`` (kforge's kernels run eagerly) under torch.compile's default mode, in one CUDA
-    graph unless a graph cannot win."""
-    runner = "compile" if features.graph_cannot_win else "compile-graph"
-    return dataclasses.replace(spec, runner=runner, mode="default")
+    graph unless a graph cannot win or cannot capture the forward."""
+    graph = not (features.graph_cannot_win or features.data_dependent)
+    if features.compile_failed:  # the kernels alone, in one CUDA graph where it can win
+        return dataclasses.replace(spec, runner="cuda-graph" if graph else "eager")
+    return dataclasses.replace(spec, runner="compile-graph" if graph else "compile", mode="default")
 
 
 def kernels_alone(spec: Spec) -> Spec | None:
@@ -226,8 +237,7 @@ def variants(spec: Spec, analysis: TaskAnalysis, device: str) -> list[Spec]:
             out.append(dataclasses.replace(combo, flags=(*spec.flags, "channels-last")))
         if spec.runner in ("compile", "compile-graph"):
             out.append(dataclasses.replace(combo, flags=(*spec.flags, "nchw")))
-    syncs = analysis.features.data_dependent  # no capture of the whole forward (cuda_graph.specs)
-    return [v for v in out if not (syncs and v.runner in ("cuda-graph", "compile-graph"))]
+    return [v for v in out if runnable(v, analysis.features)]
 
 
 def _gemm_variants(spec: Spec, combo: Spec, analysis: TaskAnalysis) -> list[Spec]:

@@ -95,18 +95,22 @@ class _RenameModel(ast.NodeTransformer):
 
 
 def reference_module(task_source: str) -> str:
-    """The task's source with Model renamed everywhere and get_inputs/get_init_inputs removed."""
+    """The task's source with Model renamed everywhere and get_inputs/get_init_inputs removed
+    (unless its other code calls them)."""
     try:
         tree = ast.parse(task_source)
     except SyntaxError as err:
         raise SourceError(f"task is not valid Python (line {err.lineno}: {err.msg})") from None
     if not any(isinstance(n, ast.ClassDef) and n.name == "Model" for n in tree.body):
         raise SourceError("task defines no class Model")
-    tree.body = [
-        n
-        for n in tree.body
-        if not (isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name in DROPPED)
+    inputs = [
+        n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name in DROPPED
     ]
+    rest = [n for n in tree.body if n not in inputs]
+    # kept where the module's own code calls them (PLE and PointNet++, unseen8: Model.__init__
+    # runs a calibration batch from get_inputs() for its BatchNorm statistics)
+    used = {n.id for node in rest for n in ast.walk(node) if isinstance(n, ast.Name)}
+    tree.body = [n for n in tree.body if n in rest or getattr(n, "name", "") in used]
     tree = _RenameModel().visit(tree)
     return ast.unparse(ast.fix_missing_locations(tree))
 

@@ -105,3 +105,26 @@ def test_a_failed_attempt_is_told_by_its_exception_not_the_workers_containment_r
         _reason_line("worker timed out after 300.1 s\ncontainment: tcp: x")
         == "worker timed out after 300.1 s"
     )
+
+
+def test_a_baseline_stopped_at_its_time_limit_says_in_which_phase(make_cpu_options, monkeypatch):
+    """PointNet++'s baseline timed out at 300 s twice with no word of where: the judge's log now says."""
+    monkeypatch.setattr(
+        evaluate, "COMPILE_SHARE", 10.0
+    )  # compile's own limit past the worker's: killed first
+    baseline = evaluate.measure_baseline(
+        load_task(CALIBRATED), make_cpu_options(compile_baseline=True, timeout_s=8.0)
+    )
+    assert baseline.status is Status.TIMEOUT
+    assert baseline.log.endswith("the judge was stopped in its phase: timing / torch.compile")
+
+
+def test_the_open_phase_is_the_innermost_started_and_not_ended(tmp_path):
+    from kforge.tools.phases import open_phase
+
+    path = tmp_path / "phase"
+    assert open_phase(path) == ""
+    path.write_text("candidate import\n/candidate import\ntiming\ntorch.compile\n/torch.compile\nroofline\n")
+    assert open_phase(path) == "timing / roofline"
+    path.write_text("timing\n/timing\n")
+    assert open_phase(path) == ""

@@ -9,7 +9,6 @@ import dataclasses
 import functools
 import os
 import shutil
-import subprocess
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -19,7 +18,8 @@ from typing import Any
 from . import profile
 from .cache import default_cache_dir
 from .fingerprint import COPY_BYTES
-from .phases import phases_shown
+from .hardware import cuda_arch_list
+from .phases import phases_shown, stopped_where
 from .quiet import timing_env
 from .result import Result, Roofline, Status
 from .sandbox import Limits, Pair, WorkerOutcome, clean_env, run_pair, run_worker
@@ -136,9 +136,15 @@ def measure_baseline(task: Task, options: EvalOptions) -> Result:
     """The reference timed against itself: eager and torch.compile times and the roofline."""
     scratch = _scratch(options, task.hash, "baseline")
     env = _env(options, None, "judge")  # the reference alone: the judge's caches
-    job = _job("baseline", task, None, options, scratch) | _paths(options, env)
+    job = (
+        _job("baseline", task, None, options, scratch)
+        | _paths(options, env)
+        | {"phase_file": str(scratch / "phase")}
+    )
     outcome = run_worker(job, scratch, _limits(options), env)
-    return _remember_roofline(task, options, _to_result(outcome, None, options))
+    return _remember_roofline(
+        task, options, stopped_where(_to_result(outcome, None, options), scratch / "phase")
+    )
 
 
 def run_model_job(
@@ -236,12 +242,12 @@ def _run_eval(
     judge_env, cand_env = _env(options, None, "judge"), _env(options, candidate)
     judge_job |= _paths(options, judge_env)
     cand_job |= _paths(options, cand_env)
-    if on_phase is not None:
-        judge_job["phase_file"] = str(judge_dir / "phase")
+    judge_job["phase_file"] = str(judge_dir / "phase")
     pair = Pair(judge_job, cand_job, judge_dir, cand_dir, judge_env, cand_env)
     with phases_shown(judge_dir / "phase", on_phase):
         judge, worker = run_pair(pair, _limits(options))
-    result = _remember_roofline(task, options, _to_result(judge, candidate, options, worker))
+    result = stopped_where(_to_result(judge, candidate, options, worker), judge_dir / "phase")
+    result = _remember_roofline(task, options, result)
     if options.device == "cuda" and result.status == Status.OK and (options.ncu or options.sanitize):
         env = _env(options, candidate)
         forward = _job("forward", task, candidate, options, scratch) | {"repeats": 1} | _paths(options, env)
@@ -373,28 +379,8 @@ def _env(options: EvalOptions, candidate: Candidate | None, role: str = "candida
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
         ids = visible.split(",") if visible else None
         extra["CUDA_VISIBLE_DEVICES"] = ids[options.gpu_index] if ids else str(options.gpu_index)
-        arch = _cuda_arch()
+        arch = cuda_arch_list()
         if arch:
             extra["TORCH_CUDA_ARCH_LIST"] = arch
     extra.update(timing_env(options.device, extra["CUDA_VISIBLE_DEVICES"]))
     return clean_env(extra)
-
-
-@functools.cache
-def _cuda_arch() -> str | None:
-    """Compute capability for extension builds, without creating a CUDA context here."""
-    if os.environ.get("TORCH_CUDA_ARCH_LIST"):
-        return os.environ["TORCH_CUDA_ARCH_LIST"]
-    if shutil.which("nvidia-smi") is None:
-        return None
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=True,
-        ).stdout.split()
-    except (subprocess.SubprocessError, OSError):
-        return None
-    return out[0] if out else None

@@ -5,6 +5,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import os
+import shutil
+import subprocess
 from importlib import resources
 from typing import Any
 
@@ -96,3 +99,23 @@ def detect_gpu(index: int = 0) -> GpuSpec | None:
         tflops=dict(table.get("tflops", {})),
         features=tuple(table.get("features", ())),
     )
+
+
+@functools.cache
+def cuda_arch_list() -> str | None:
+    """Compute capability for extension builds, without creating a CUDA context here."""
+    if os.environ.get("TORCH_CUDA_ARCH_LIST"):
+        return os.environ["TORCH_CUDA_ARCH_LIST"]
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+        ).stdout.split()
+    except (subprocess.SubprocessError, OSError):
+        return None
+    return out[0] if out else None

@@ -9,6 +9,8 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from .result import Result, Status
+
 # The judge's phases in the words the user sees; others are not shown.
 SHOWN_PHASES = {"candidate import": "loading", "verify": "verifying", "timing": "timing"}
 
@@ -46,3 +48,29 @@ def phases_shown(path: Path, on_phase: Callable[[str], None] | None) -> Iterator
         done.set()
         watcher.join()
         read()
+
+
+def open_phase(path: Path) -> str:
+    """The innermost phase the file shows started and not ended ("timing / torch.compile"),
+    "" when none (or no file)."""
+    try:
+        lines = path.read_text().split("\n")[:-1]
+    except OSError:
+        return ""
+    stack: list[str] = []
+    for line in lines:
+        if line.startswith("/"):
+            if line[1:] in stack:
+                del stack[len(stack) - 1 - stack[::-1].index(line[1:]) :]
+        else:
+            stack.append(line)
+    return " / ".join(stack)
+
+
+def stopped_where(result: Result, phase_file: Path) -> Result:
+    """A judge stopped at its time limit: its log says in which phase (PointNet++'s baseline,
+    unseen8, timed out at 300 s twice with no word of where)."""
+    where = open_phase(phase_file) if result.status is Status.TIMEOUT else ""
+    if where:
+        result.log += f"\nthe judge was stopped in its phase: {where}"
+    return result

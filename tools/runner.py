@@ -109,15 +109,21 @@ class Job:
         """Time a phase of the job; the times end up in the log (where evaluation time goes).
         Its name is also appended to the job's ``phase_file``, where the parent shows it live."""
         start = time.perf_counter()
-        if self.spec.get("phase_file"):
-            with contextlib.suppress(OSError), open(self.spec["phase_file"], "a") as fh:  # a display only
-                fh.write(name + "\n")
+        self._mark(name)
         outer, self.current = self.current, name
         try:
             yield
             self.current = outer  # left as it is when the phase raised: that phase is the failure's
         finally:
             self.phases[name] = self.phases.get(name, 0.0) + time.perf_counter() - start
+            self._mark("/" + name)
+
+    def _mark(self, line: str) -> None:
+        """A phase's start (its name) or end ("/" and its name) in the job's ``phase_file``: a
+        display, and where a killed worker was (``phases.open_phase``)."""
+        if self.spec.get("phase_file"):
+            with contextlib.suppress(OSError), open(self.spec["phase_file"], "a") as fh:
+                fh.write(line + "\n")
 
     def note(self, line: str) -> None:
         self.log.append(line)
@@ -210,9 +216,10 @@ def run_baseline(spec: dict[str, Any]) -> Result:
     def local(fn: Callable[[], Any]) -> LocalSlot:
         return LocalSlot(timer, no_grad(fn))
 
-    timings = time_all(job, timer, reference, inputs, local(lambda: reference(*inputs)), local)
+    with job.phase("timing"):
+        timings = time_all(job, timer, reference, inputs, local(lambda: reference(*inputs)), local)
     gpu = detect_gpu() if job.device.type == "cuda" else None
-    with torch.no_grad():
+    with torch.no_grad(), job.phase("roofline"):
         roof = roofline(reference, inputs, gpu, job.precision.name)
     return job.result(
         Status.OK,

@@ -9,6 +9,7 @@ import builtins
 import copy
 import importlib
 import inspect
+import operator
 import re
 import types
 from collections.abc import Callable
@@ -86,6 +87,11 @@ def _meta_tracer() -> Any:
             if hasattr(self, "_tensor_meta") and self._tensor_meta is not None:
                 return self._tensor_meta.ndim
             return self.tracer.create_proxy("call_function", getattr, (self, "ndim"), {})
+
+        def __setitem__(self, key: Any, value: Any) -> None:
+            # item assignment, recorded as operator.setitem (FX keeps it: side-effectful):
+            # transformers' mask builders write their masks so (Mistral's, unseen8)
+            self.tracer.create_proxy("call_function", operator.setitem, (self, key, value), {})
 
         def __iter__(self) -> Any:
             # a tuple of known length (``x.chunk(n)``, ``x.split(k)``, ``x.unbind()``): its

@@ -65,8 +65,13 @@ class _OpCounter(TorchDispatchMode):
         super().__init__()
         self.ops: Counter[str] = Counter()
         self.total = 0
+        self.host_copies = 0  # tensors the forward makes on the CPU and copies to the inputs' device
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if func is torch.ops.aten._to_copy.default and args and isinstance(args[0], torch.Tensor):
+            to = (kwargs or {}).get("device")
+            if args[0].device.type == "cpu" and to is not None and torch.device(to).type != "cpu":
+                self.host_copies += 1
         if not (func.is_view or torch.Tag.view_copy in func.tags):
             self.ops[func.overloadpacket.__name__] += 1
             self.total += 1
@@ -92,6 +97,7 @@ class TaskFeatures:
     random: bool = False  # draws random numbers (dropout with p > 0): no candidate can match it
     error: str = ""  # why the op count is missing, when it is
     compile_failed: bool = False  # torch.compile of the reference failed or ran out of time (baseline)
+    host_copies: int = 0  # tensors made on the CPU in the forward and copied over (``.to(device)``)
 
     def has(self, names: tuple[str, ...]) -> bool:
         return any(any(n in op for n in names) for op in self.ops)
@@ -235,12 +241,14 @@ def task_features(
             roof = roofline(model, inputs, gpu, precision)
     except TooManyOps as err:
         features.ops, features.launches, features.error = dict(counter.ops), counter.total, str(err)
+        features.host_copies = counter.host_copies
         return features
     except Exception as err:  # the task's own code on the meta device: any failure only costs features
         features.error = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:200]
         return features
     features.ops = dict(counter.ops)
     features.launches = sum(counter.ops.values())
+    features.host_copies = counter.host_copies
     features.flops, features.min_bytes = roof.flops, roof.min_bytes
     features.floor_ms, features.bound = roof.floor_ms, roof.bound
     features.conv_dims = max((p.dim() - 2 for p in model.parameters() if p.dim() in (3, 4, 5)), default=0)

@@ -134,6 +134,20 @@ def base_specs(analysis: TaskAnalysis, precision_class: str, device: str) -> lis
     specs += cuda_graph.specs(features, device)
     specs += conv.specs(features, device, channels_last=not analysis.views)
     specs += precision.specs(features, precision_class, device)
+    return _finished(specs, features)
+
+
+def _finished(specs: list[Spec], features: TaskFeatures) -> list[Spec]:
+    """The specs that can run on this forward, each that replays a CUDA graph with the
+    forward's own tensors made on the inputs' device where it makes some on the CPU
+    (``runners``' device-factories)."""
+    if features.host_copies:
+        specs = [
+            dataclasses.replace(s, flags=(*s.flags, "device-factories"))
+            if s.replays_graph and "device-factories" not in s.flags
+            else s
+            for s in specs
+        ]
     return [s for s in specs if runnable(s, features)]
 
 
@@ -237,7 +251,7 @@ def variants(spec: Spec, analysis: TaskAnalysis, device: str) -> list[Spec]:
             out.append(dataclasses.replace(combo, flags=(*spec.flags, "channels-last")))
         if spec.runner in ("compile", "compile-graph"):
             out.append(dataclasses.replace(combo, flags=(*spec.flags, "nchw")))
-    return [v for v in out if runnable(v, analysis.features)]
+    return _finished(out, analysis.features)
 
 
 def _gemm_variants(spec: Spec, combo: Spec, analysis: TaskAnalysis) -> list[Spec]:
@@ -313,7 +327,10 @@ OFFERED_RUNNERS = ("compile-default+cuda-graph", "compile-default")
 
 def family_of(strategy: str) -> str:
     """The ranker family of a strategy name ("combo" for tuned variants). The aten-convs flag
-    only keeps Inductor's autotuning on cuDNN and cuBLAS: the family is the mode's."""
+    only keeps Inductor's autotuning on cuDNN and cuBLAS, and device-factories only lets a
+    graph capture the forward: the family is the one without them."""
+    if "device-factories+" in strategy:
+        return family_of(strategy.replace("device-factories+", ""))
     if strategy.startswith("aten-convs+"):
         return family_of(strategy.removeprefix("aten-convs+"))
     if strategy.startswith("fx-rewrite["):

@@ -81,6 +81,13 @@ CAPTURE_DATA_DEPENDENT = (
 )
 
 
+# "device-factories": the body runs under ``torch.device`` of its first tensor input, so a
+# tensor the forward makes without a device (``torch.zeros(b, n).to(device)``, the same values)
+# is made there instead of on the CPU and copied over: a copy from pageable host memory cannot
+# be captured in a CUDA graph (PointNet++'s sampling loop and RAFT's coordinate grid, unseen8:
+# every graph candidate failed so), and in eager each such copy waits for the host.
+
+
 def runner_code(spec: Spec) -> str:
     if spec.runner == "eager":
         return EAGER_RUNNER
@@ -121,6 +128,11 @@ def forward_code(spec: Spec) -> str:
     pre: list[str] = []
     post: list[str] = []
     call = "out = self._kforge_run(*args)"
+    if "device-factories" in spec.flags:  # DEVICE_FACTORIES
+        pre += [
+            "_kforge_factories = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device('cpu'))"
+        ]
+        call = "with _kforge_factories:\n        out = self._kforge_run(*args)"
     if "cudnn-benchmark" in spec.flags:
         pre += ["_kforge_prev = torch.backends.cudnn.benchmark", "torch.backends.cudnn.benchmark = True"]
         post += ["torch.backends.cudnn.benchmark = _kforge_prev"]

@@ -24,6 +24,7 @@ class SourceError(ValueError):
 FLAG_ORDER = (
     "aten-convs",
     "dynamic-outputs",
+    "device-factories",
     "cudnn-benchmark",
     "channels-last",
     "nchw",

@@ -3,6 +3,7 @@ torch.compile: the families whose names match (default: the fusions of #34, 3xTF
 convolutions with their epilogues and folds), strict fp32 unless --precision says otherwise.
 
     python bench/bench_strategies.py [TASK.py ...] [--match tf32x3,compile-max-autotune] [--precision fp32] [--alone]
+        [--no-compile]
 
 ``--alone``: kforge's kernels offered under torch.compile and a CUDA graph are measured run
 eagerly too (``registry.kernels_alone``), as the policy's fallback runs them.
@@ -80,9 +81,14 @@ def main() -> None:
     parser.add_argument("--precision", default="fp32")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--alone", action="store_true", help="the composed kernels run eagerly too")
+    parser.add_argument(
+        "--no-compile",
+        action="store_true",
+        help="no torch.compile beside each (its compile outlasts the worker)",
+    )
     args = parser.parse_args()
     print(header(" ".join(["python bench/bench_strategies.py", *sys.argv[1:]])), flush=True)
-    options = EvalOptions(device=args.device, precision=args.precision)
+    options = EvalOptions(device=args.device, precision=args.precision, compile_baseline=not args.no_compile)
     parts = [p for p in args.match.split(",") if p]
     rows: list[list[object]] = []
     for path in args.tasks:

@@ -70,7 +70,7 @@ def test_the_sets_are_apart_and_each_spans_llm_vision_and_recommender_blocks() -
         "unseen5": 7,
         "unseen6": 10,
         "unseen7": 9,
-        "unseen8": 10,
+        "unseen8": 6,
     }
     assert all(len(names[s]) >= n for s, n in minimum.items()), {s: len(names[s]) for s in SETS}
     for i, a in enumerate(SETS):
@@ -90,6 +90,8 @@ def test_the_sets_are_apart_and_each_spans_llm_vision_and_recommender_blocks() -
             # (ModernBERT moved to dev/ once it prompted a change: 2026-11-27)
             if name == "unseen7" and kind in ("vit", "llama"):
                 continue
+            # unseen8's Mistral, PointNet++, RAFT and PLE moved to dev/ once they prompted changes
+            # (FX item assignment, device-factories, get_inputs kept): 2026-11-28
             if kind == "recommender" and "ctr" in text:
                 continue
             assert kind in text or (kind == "llama" and "bert" in text), (name, kind)

@@ -1,13 +1,16 @@
-"""Shared fixtures: fixture paths, a scratch cache folder, CPU evaluation options, Python run
-under Triton's interpreter, and the skip for tests marked ``gpu`` on machines without CUDA."""
+"""Shared fixtures: fixture paths, source imported in-process (``load_source``), a scratch
+cache folder, CPU evaluation options, Python run under Triton's interpreter, and the skip for
+tests marked ``gpu`` on machines without CUDA."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
 import subprocess
 import sys
+import types
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,6 +26,24 @@ FIXTURES = Path(__file__).parent / "fixtures"
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("gpu") is not None and not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU (torch.cuda.is_available() is False)")
+
+
+@pytest.fixture
+def load_source(tmp_path: Path) -> Callable[[str, str], types.ModuleType]:
+    """Import Python source (a task, a candidate) in this process as module ``name``: its
+    forward run here, on the CPU, beside another."""
+
+    def load(source: str, name: str) -> types.ModuleType:
+        path = tmp_path / f"{name}.py"
+        path.write_text(source)
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        return module
+
+    return load
 
 
 @pytest.fixture(scope="session")

@@ -8,8 +8,6 @@ without the flag."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
@@ -30,16 +28,6 @@ def _analysis(path: Path):
     return task, analysis, registry.base_specs(analysis, "fp32", "cuda")
 
 
-def _module(source: str, tmp_path: Path, name: str):
-    path = tmp_path / f"{name}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_graph_candidates_make_the_forward_s_tensors_on_its_device():
     _, analysis, specs = _analysis(FPS)
     assert analysis.features.host_copies == 4  # zeros, ones, zeros, arange
@@ -56,15 +44,15 @@ def test_graph_candidates_make_the_forward_s_tensors_on_its_device():
     assert plain.features.host_copies == 0 and not [s for s in plain_specs if FLAG in s.flags]
 
 
-def test_the_candidate_copies_nothing_from_the_host_and_computes_the_reference(tmp_path):
+def test_the_candidate_copies_nothing_from_the_host_and_computes_the_reference(load_source):
     task, analysis, specs = _analysis(FPS)
     spec = next(s for s in specs if s.name == "device-factories+cuda-graph")
     source = registry.build(task, spec, analysis)
     assert static_cheats(source, task.source, "fp32") == []
-    reference = _module(FPS.read_text(), tmp_path, "ref_fps")
+    reference = load_source(FPS.read_text(), "ref_fps")
     torch.manual_seed(0)
     ref = reference.Model()
-    model = _module(source, tmp_path, "cand_fps").ModelNew()
+    model = load_source(source, "cand_fps").ModelNew()
     model.load_state_dict(ref.state_dict())
     (xyz,) = reference.get_inputs()
     with torch.no_grad():

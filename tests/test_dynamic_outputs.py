@@ -5,8 +5,6 @@ where the plain default mode breaks and computes the reference; a wrong dispatch
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
@@ -53,30 +51,20 @@ def _dynamic(specs, analysis):
     return next(v for v in registry.variants(plain, analysis, "cuda") if v.name == DYNAMIC)
 
 
-def _module(source: str, tmp_path: Path, name: str):
-    path = tmp_path / f"{name}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_the_dynamic_candidate_compiles_in_one_graph_where_the_default_mode_breaks(tmp_path, monkeypatch):
+def test_the_dynamic_candidate_compiles_in_one_graph_where_the_default_mode_breaks(load_source, monkeypatch):
     # the candidate sets Dynamo's flags in its own worker; here, in this process: restored after
     for flag in ("capture_dynamic_output_shape_ops", "capture_scalar_outputs"):
         monkeypatch.setattr(torch._dynamo.config, flag, getattr(torch._dynamo.config, flag))
     task, analysis, specs = _analysis(MOE)
-    reference = _module(MOE.read_text(), tmp_path, "ref_moe")
+    reference = load_source(MOE.read_text(), "ref_moe")
     torch.manual_seed(0)
     ref = reference.Model()
     x = reference.get_inputs()
     breaks = {}
     for name in ("compile-default", DYNAMIC):  # the plain one first: the flags stay set after
         spec = next(s for s in specs if s.name == name) if name != DYNAMIC else _dynamic(specs, analysis)
-        new = _module(
-            registry.build(task, spec, analysis), tmp_path, f"cand_{name.replace('-', '_').replace('+', '_')}"
+        new = load_source(
+            registry.build(task, spec, analysis), f"cand_{name.replace('-', '_').replace('+', '_')}"
         )
         model = new.ModelNew()
         model.load_state_dict(ref.state_dict())
@@ -89,7 +77,7 @@ def test_the_dynamic_candidate_compiles_in_one_graph_where_the_default_mode_brea
     # the same flags on a wrong dispatch (the first choice's weight twice): not the reference
     wrong = registry.build(task, _dynamic(specs, analysis), analysis)
     wrong = wrong.replace("weights[token, slot, None]", "weights[token, 0, None]")
-    model = _module(wrong, tmp_path, "cand_moe_wrong").ModelNew()
+    model = load_source(wrong, "cand_moe_wrong").ModelNew()
     model.load_state_dict(ref.state_dict())
     torch._dynamo.reset()
     with torch.no_grad():

@@ -4,8 +4,6 @@ not the same function are left alone."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -377,26 +375,18 @@ def _task(tmp_path: Path, name: str, source: str):
     return task, analysis
 
 
-def _module(source: str, tmp_path: Path, name: str):
-    path = tmp_path / f"{name}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.parametrize("name", sorted(MATCHES))
-def test_hand_written_attention_becomes_sdpa_and_computes_the_same(tmp_path: Path, name: str) -> None:
+def test_hand_written_attention_becomes_sdpa_and_computes_the_same(
+    tmp_path: Path, name: str, load_source
+) -> None:
     task, analysis = _task(tmp_path, name, MATCHES[name])
     assert analysis.fx is not None and "attention-sdpa" in analysis.fx[1], analysis.notes
     spec = next(s for s in registry.base_specs(analysis, "fp32", "cpu") if s.family == "fx-rewrite")
     source = registry.build(task, spec, analysis)
     assert "scaled_dot_product_attention" in source and "softmax" not in analysis.fx[0].method
     assert static_cheats(source, task.source, "fp32") == []
-    reference = _module(MATCHES[name], tmp_path, f"ref_{name}")
-    candidate = _module(source, tmp_path, f"cand_{name}")
+    reference = load_source(MATCHES[name], f"ref_{name}")
+    candidate = load_source(source, f"cand_{name}")
     torch.manual_seed(0)
     ref = reference.Model(*reference.get_init_inputs()).eval()
     new = candidate.ModelNew(*reference.get_init_inputs()).eval()
@@ -448,18 +438,18 @@ def test_a_causal_mask_built_in_the_forward_becomes_is_causal(
     assert ("is_causal = True" in method) == causal and ("attn_mask" in method) != causal, method
 
 
-def test_a_forward_plain_tracing_cannot_follow_is_traced_with_shapes_known(tmp_path: Path) -> None:
+def test_a_forward_plain_tracing_cannot_follow_is_traced_with_shapes_known(load_source) -> None:
     """The fallback is what makes the shape-unpacking forward match: plain tracing fails on it."""
     from kforge.tools.fx_source import trace
 
-    module = _module(HEAD + SHAPE_UNPACKED, tmp_path, "shape_unpacked_plain")
+    module = load_source(HEAD + SHAPE_UNPACKED, "shape_unpacked_plain")
     with pytest.raises(Exception, match="Proxy"):
         trace(module.Model())
     gm = trace(module.Model(), meta_inputs=[x.to("meta") for x in module.get_inputs()])
     assert any(n.target == "softmax" for n in gm.graph.nodes)
 
 
-def test_size_of_dim_zero_is_a_number_when_traced_with_shapes_known(tmp_path: Path) -> None:
+def test_size_of_dim_zero_is_a_number_when_traced_with_shapes_known(load_source) -> None:
     """DeBERTa's ``query_layer.size(0) // heads`` beside a shape unpacked: FX's MetaTracer reads
     ``size(0)`` as ``size()`` (``if dim``); kforge's gives the number, and the graph computes
     the same."""
@@ -469,7 +459,7 @@ def test_size_of_dim_zero_is_a_number_when_traced_with_shapes_known(tmp_path: Pa
         "        return torch.matmul(scores.softmax(dim=-1), q)",
         "        return torch.matmul(scores.softmax(dim=-1), q).repeat(x.size(0) // 2, 1, 1, 1)",
     )
-    module = _module(source, tmp_path, "size_zero")
+    module = load_source(source, "size_zero")
     x = module.get_inputs()[0]
     gm = trace(module.Model(), meta_inputs=[x.to("meta")])
     torch.testing.assert_close(gm(x), module.Model()(x))
@@ -479,7 +469,7 @@ def test_size_of_dim_zero_is_a_number_when_traced_with_shapes_known(tmp_path: Pa
     ("name", "window"), [("sliding_window", 7), ("arange_causal", 0), ("sliding_window_from_an_input", None)]
 )
 def test_a_mask_built_from_aranges_is_read_for_its_window(
-    tmp_path: Path, name: str, window: int | None
+    tmp_path: Path, name: str, window: int | None, load_source
 ) -> None:
     """A mask built in the forward from no input's values is computed on the CPU: a causal one
     becomes ``is_causal`` (its finite fill taken); a sliding window stays SDPA's mask, marked
@@ -490,7 +480,7 @@ def test_a_mask_built_from_aranges_is_read_for_its_window(
     _, analysis = _task(tmp_path, name, MATCHES[name])
     method = analysis.fx[0].method
     assert ("is_causal = True" in method) == (window == 0), method
-    module = _module(MATCHES[name], tmp_path, f"window_{name}")
+    module = load_source(MATCHES[name], f"window_{name}")
     inputs = [t.to("meta") for t in module.get_inputs()]
     gm = trace(module.Model(), meta_inputs=inputs)
     _Shapes(gm).run(*inputs)
@@ -511,7 +501,9 @@ def test_t5s_scores_read_for_their_device_are_not_computed_any_more(tmp_path: Pa
 
 
 @pytest.mark.parametrize("name", ["bloom_alibi", "fill_then_bias_not_causal"])
-def test_a_fill_and_a_bias_join_in_one_mask_marked_when_the_fill_is_causal(tmp_path: Path, name: str) -> None:
+def test_a_fill_and_a_bias_join_in_one_mask_marked_when_the_fill_is_causal(
+    tmp_path: Path, name: str, load_source
+) -> None:
     """BLOOM's ALiBi bias and causal fill (its finite minimum taken because the mask is proved
     causal) become one ``where(mask, -inf, bias)`` over q's flat batch, the views dropped; the
     mask carries the bias for the flash kernel only when it is causal."""
@@ -521,7 +513,7 @@ def test_a_fill_and_a_bias_join_in_one_mask_marked_when_the_fill_is_causal(tmp_p
     _, analysis = _task(tmp_path, name, MATCHES[name])
     method = analysis.fx[0].method
     assert "torch.where(" in method and "attn_mask = where" in method and "view" not in method, method
-    module = _module(MATCHES[name], tmp_path, f"marked_{name}")
+    module = load_source(MATCHES[name], f"marked_{name}")
     with torch.device("meta"):
         model = module.Model()
     gm = trace(model)

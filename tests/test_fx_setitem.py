@@ -6,9 +6,7 @@ changes the answer (the assignment is not dead code)."""
 
 from __future__ import annotations
 
-import importlib.util
 import operator
-import sys
 from pathlib import Path
 
 import torch
@@ -18,16 +16,6 @@ from kforge.tools import fx_source
 from kforge.tools.task import load_task
 
 TASK = Path(__file__).parent / "fixtures" / "tasks" / "hf_mask_setitem_small.py"
-
-
-def _module(source: str, tmp_path: Path, name: str):
-    path = tmp_path / f"{name}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_item_assignment_is_traced_and_the_rewrites_apply():
@@ -40,7 +28,7 @@ def test_item_assignment_is_traced_and_the_rewrites_apply():
     assert analysis.fx is not None and "attention-sdpa" in analysis.fx[1]  # (3xTF32 too, at Mistral's sizes)
 
 
-def test_the_rewritten_forward_keeps_the_padding_it_assigns(tmp_path):
+def test_the_rewritten_forward_keeps_the_padding_it_assigns(load_source):
     task = load_task(TASK, check_import=False)
     analysis = registry.analyse_task(task, task_features(task, None, "fp32", None))
     spec = next(
@@ -48,11 +36,11 @@ def test_the_rewritten_forward_keeps_the_padding_it_assigns(tmp_path):
         for s in registry.base_specs(analysis, "fp32", "cuda")
         if s.family == "fx-rewrite" and s.runner == "eager"
     )
-    reference = _module(TASK.read_text(), tmp_path, "ref_hf_mask")
+    reference = load_source(TASK.read_text(), "ref_hf_mask")
     torch.manual_seed(0)
     ref = reference.Model()
     hidden, padded = reference.get_inputs()
-    model = _module(registry.build(task, spec, analysis), tmp_path, "cand_hf_mask").ModelNew()
+    model = load_source(registry.build(task, spec, analysis), "cand_hf_mask").ModelNew()
     model.load_state_dict(ref.state_dict())
     with torch.no_grad():
         want = ref(hidden, padded)

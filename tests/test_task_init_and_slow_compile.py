@@ -9,8 +9,6 @@ the policy offers nothing that compiles the forward."""
 from __future__ import annotations
 
 import ast
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
@@ -36,27 +34,17 @@ def test_input_functions_stay_where_the_module_calls_them():
     assert _defined(reference_module((TASKS / "scale_relu.py").read_text())) == set()
 
 
-def _module(source: str, tmp_path: Path, name: str):
-    path = tmp_path / f"{name}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_candidates_of_a_task_that_calibrates_in_init_build_and_compute_the_reference(tmp_path):
+def test_candidates_of_a_task_that_calibrates_in_init_build_and_compute_the_reference(load_source):
     task = load_task(CALIBRATED, check_import=False)
     analysis = registry.analyse_task(task, task_features(task, None, "fp32", None))
-    reference = _module(CALIBRATED.read_text(), tmp_path, "ref_calibrated")
+    reference = load_source(CALIBRATED.read_text(), "ref_calibrated")
     torch.manual_seed(0)
     ref = reference.Model()
     x = reference.get_inputs()
     specs = registry.base_specs(analysis, "fp32", "cuda")
     assert {"cuda-graph", "compile-default"} <= {s.name for s in specs}
     for i, spec in enumerate(specs):  # each built (the NameError was here), its body run on the CPU
-        model = _module(registry.build(task, spec, analysis), tmp_path, f"cand_calibrated_{i}").ModelNew()
+        model = load_source(registry.build(task, spec, analysis), f"cand_calibrated_{i}").ModelNew()
         model.load_state_dict(ref.state_dict())  # the verifier's copy of the weights and statistics
         with torch.no_grad():
             torch.testing.assert_close(model.eval()._kforge_body(*x), ref(*x), rtol=1e-5, atol=1e-6)

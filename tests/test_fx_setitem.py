@@ -2,11 +2,13 @@
 block in unseen8 wrote its padding mask with ``causal_mask[:, :, :, :n] = ...``): the FX tracer
 records it as ``operator.setitem`` instead of stopping, so the rewrites apply, and the rewritten
 forward keeps the assignment: with a padded prompt it computes the reference, and the padding
-changes the answer (the assignment is not dead code)."""
+changes the answer (the assignment is not dead code). The task is the Mistral block itself
+(``bench/realistic/dev/``) at small sizes, its second prompt right-padded."""
 
 from __future__ import annotations
 
 import operator
+import re
 from pathlib import Path
 
 import torch
@@ -15,28 +17,49 @@ from kforge.agent.policy.strategies import registry
 from kforge.tools import fx_source
 from kforge.tools.task import load_task
 
-TASK = Path(__file__).parent / "fixtures" / "tasks" / "hf_mask_setitem_small.py"
+MISTRAL = Path(__file__).parents[1] / "bench" / "realistic" / "dev" / "mistral_7b_sliding_window_attention.py"
+SMALL = {
+    "HIDDEN_SIZE": "64",
+    "NUM_HEADS": "4",
+    "NUM_KV_HEADS": "2",
+    "SLIDING_WINDOW": "6",
+    "BATCH, SEQ_LEN": "2, 16",
+}
+PADDED = "    attention_mask[1, -5:] = 0  # the second prompt right-padded\n    return [hidden_states, attention_mask]"
 
 
-def test_item_assignment_is_traced_and_the_rewrites_apply():
-    model, inputs = meta_instance(TASK)
+def _small_mistral(tmp_path: Path) -> Path:
+    source = MISTRAL.read_text()
+    for name, value in SMALL.items():
+        source, found = re.subn(rf"(?m)^{name} = .*$", f"{name} = {value}", source)
+        assert found == 1, name
+    source = source.replace("    return [hidden_states, attention_mask]", PADDED)
+    path = tmp_path / "mistral_small_padded.py"
+    path.write_text(source)
+    return path
+
+
+def test_item_assignment_is_traced_and_the_rewrites_apply(tmp_path):
+    task_path = _small_mistral(tmp_path)
+    model, inputs = meta_instance(task_path)
     graph = fx_source.trace(model, meta_inputs=inputs).graph
     assert [n for n in graph.nodes if n.target is operator.setitem]
-    task = load_task(TASK, check_import=False)
+    task = load_task(task_path, check_import=False)
     analysis = registry.analyse_task(task, task_features(task, None, "fp32", None))
+    assert "attention_mask[1, -5:] = 0" in task.source
     assert not [n for n in analysis.notes if "no FX trace" in n], analysis.notes
     assert analysis.fx is not None and "attention-sdpa" in analysis.fx[1]  # (3xTF32 too, at Mistral's sizes)
 
 
-def test_the_rewritten_forward_keeps_the_padding_it_assigns(load_source):
-    task = load_task(TASK, check_import=False)
+def test_the_rewritten_forward_keeps_the_padding_it_assigns(tmp_path, load_source):
+    task = load_task(_small_mistral(tmp_path), check_import=False)
     analysis = registry.analyse_task(task, task_features(task, None, "fp32", None))
     spec = next(
         s
         for s in registry.base_specs(analysis, "fp32", "cuda")
         if s.family == "fx-rewrite" and s.runner == "eager"
     )
-    reference = load_source(TASK.read_text(), "ref_hf_mask")
+    reference = load_source(task.source, "ref_hf_mask")
     torch.manual_seed(0)
     ref = reference.Model()
     hidden, padded = reference.get_inputs()

@@ -11,7 +11,7 @@ import enum
 import json
 from typing import Any
 
-COMPILE_FAILED = "torch.compile baseline failed"  # the log's note; the policy reads it (TaskFeatures)
+COMPILE_FAILED = "torch.compile baseline failed"  # the log's note (Result.compile_failed)
 
 
 class Status(enum.StrEnum):
@@ -105,6 +105,12 @@ class Result:
     @property
     def compile_ms(self) -> float | None:
         return self.compiled.median_ms if self.compiled else None
+
+    @property
+    def compile_failed(self) -> bool:
+        """torch.compile of the reference failed or ran past its share of the time (the log says
+        so): a candidate that compiles would do the same."""
+        return COMPILE_FAILED in self.log
 
     @property
     def speedup_vs_eager(self) -> float | None:

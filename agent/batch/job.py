@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ...tools.evaluate import EvalOptions
-from ...tools.result import COMPILE_FAILED, Result, Status
+from ...tools.result import Result, Status
 from ...tools.task import Task, TaskError, load_task, source_hash
 from ..evaluator import EngineEvaluator, OnPhase, OnResult, eval_options
 from ..settings import RunSettings
@@ -309,7 +309,7 @@ def _choose(
     # where torch.compile of the reference failed or ran out of its time in the baseline, it
     # would again beside each finalist (PointNet++, unseen8: 210 s a re-measure for nothing)
     baseline = results.get(BASELINE_ID)
-    compiles = not (baseline is not None and COMPILE_FAILED in baseline.log)
+    compiles = not (baseline is not None and baseline.compile_failed)
     todo = [i for i in ids if i not in earlier or earlier[i].status is Status.TIMEOUT]
     if todo:
 

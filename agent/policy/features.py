@@ -16,7 +16,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ...tools.hardware import GpuSpec, spec_for
-from ...tools.result import COMPILE_FAILED, Result
+from ...tools.result import Result
 from ...tools.roofline import roofline
 from ...tools.task import Task, import_file
 
@@ -230,7 +230,7 @@ def task_features(
     features.gpu_assumed = not known
     if baseline is not None:
         features.eager_ms, features.compile_ms = baseline.eager_ms, baseline.compile_ms
-        features.compile_failed = COMPILE_FAILED in baseline.log
+        features.compile_failed = baseline.compile_failed
         features.measured_on = (baseline.roofline.gpu if baseline.roofline else None) or baseline.device
     gpu = hardware if known and hardware is not None else spec_for(ASSUMED_GPU)
     counter = _OpCounter()

@@ -173,3 +173,20 @@ def test_the_static_line_leaves_kforges_kernel_library_alone() -> None:
     assert static_cheats(source, "", "fp32") == []
     assert static_cheats(source.replace("tools.gemm.kernels", "tools.compare"), "", "fp32")
     assert static_cheats(source.replace("tools.gemm.kernels", "tools.gemm.search"), "", "fp32")
+
+
+def test_a_candidate_cannot_forge_where_the_judge_was_stopped(
+    fixture_task: Callable[[str], Task],
+    fixture_source: Callable[[str], str],
+    make_cpu_options: Callable[..., EvalOptions],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(evaluate_module, "static_cheats", lambda *args: [])  # the boundary alone
+    options = make_cpu_options(timeout_s=15.0)
+    (result,) = evaluate_many(
+        fixture_task("scale_relu"), [fixture_source("judge/forge_judge_phase.py")], options
+    )
+    assert result.status is Status.TIMEOUT, result.log[-600:]
+    assert "forged" not in result.log and "the judge was stopped in its phase: " in result.log, result.log[
+        -600:
+    ]

@@ -187,6 +187,5 @@ def test_a_candidate_cannot_forge_where_the_judge_was_stopped(
         fixture_task("scale_relu"), [fixture_source("judge/forge_judge_phase.py")], options
     )
     assert result.status is Status.TIMEOUT, result.log[-600:]
-    assert "forged" not in result.log and "the judge was stopped in its phase: " in result.log, result.log[
-        -600:
-    ]
+    assert "forged" not in result.log, result.log[-600:]
+    assert result.log.endswith("the judge was stopped in its phase: candidate import"), result.log[-600:]

@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/kforge-out}
 mkdir -p "$OUT"
-python3 -m pip install -q --no-deps --no-build-isolation . 2>&1 | grep -v WARNING | tail -1
+[ -n "${KFORGE_INSTALLED:-}" ] ||  # set by a caller that installed kforge and runs beside it
+  python3 -m pip install -q --no-deps --no-build-isolation . 2>&1 | grep -v WARNING | tail -1
 case ${1:-tests} in
   fidelity)    # eager times of problems 1-7 of each level: kforge vs a plain cold-L2 event loop
     (cd bench && python3 bench_fidelity.py ../.kb/KernelBench --per-level 7 ${FIDELITY_ARGS:-}) 2>&1 | tee "$OUT/fidelity.log" ;;

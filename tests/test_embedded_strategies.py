@@ -8,6 +8,7 @@ import ast
 import copy
 import dataclasses
 import importlib.util
+import math
 import re
 import sys
 from pathlib import Path
@@ -993,6 +994,65 @@ def test_an_index_table_the_forward_builds_from_arange_becomes_a_literal_built_o
     assert not fx_constants.only_read(gm, target)
     fx_constants.inline(gm, model)
     assert any(n.op == "get_attr" and str(n.target) == target for n in gm.graph.nodes)
+
+
+FREQS_TASK = """
+import math
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mlp = nn.Linear(256, 64)
+
+    def forward(self, t):  # DiT's timestep embedding (unseen9), its frequencies made in the forward
+        half = 128
+        freqs = torch.exp(-math.log(10000) * torch.arange(start=0, end=half, dtype=torch.float32) / half)
+        args = t[:, None].float() * freqs.to(device=t.device)[None]
+        return self.mlp(torch.cat([torch.cos(args), torch.sin(args)], dim=-1))
+
+
+def get_inputs():
+    return [torch.arange(4) * 250]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_float_table_the_forward_computes_from_numbers_becomes_a_literal(tmp_path):
+    """DiT's block (unseen9, H200): the tracer folds its 128 timestep frequencies into a float32
+    tensor ModelNew does not have, so the rewrite was dropped without a word and the 271-GFLOP
+    block got no 3xTF32 GEMM and no SDPA. A finite float table is a literal now, bit for bit
+    the tensor the tracer made; one with an infinity stays refused (no literal for it)."""
+    from kforge.agent.policy.features import meta_instance
+    from kforge.agent.policy.strategies import fx_constants, fx_rewrite
+    from kforge.tools import fx_source
+
+    task, analysis, fired = _rewritten(FREQS_TASK, tmp_path, "freqs")
+    assert "_kforge_table((" in analysis.fx[0].method and "_tensor_constant" not in analysis.fx[0].method
+    module = _load(registry.build(task, fx_rewrite.spec(fired), analysis), tmp_path, "cand_freqs")
+    ref, new, x = _pair(_load(task.source, tmp_path, "ref_freqs"), module)
+    with torch.no_grad():
+        torch.testing.assert_close(new(*x), ref(*x), rtol=0, atol=0)
+    (table,) = [v[1] for v in module._kforge_tables.values()]
+    expected = torch.exp(-math.log(10000) * torch.arange(start=0, end=128, dtype=torch.float32) / 128)
+    assert table.dtype == torch.float32 and torch.equal(table, expected)
+    assert static_cheats(registry.build(task, fx_rewrite.spec(fired), analysis), task.source, "fp32") == []
+    path = tmp_path / "freqs_inf.py"  # a table with an infinity: not made a literal
+    path.write_text(FREQS_TASK.replace("/ half)", "/ half) / (torch.arange(half) > 0)"))
+    model, inputs = meta_instance(path)
+    gm = fx_source.trace(model, meta_inputs=inputs)
+    fx_constants.inline(gm, model)
+    assert any(n.op == "get_attr" and "constant" in str(n.target) for n in gm.graph.nodes)
+    _, dit, _ = _analysis(
+        Path(__file__).parents[1] / "bench" / "realistic" / "dev" / "dit_xl2_adaln_block.py"
+    )
+    assert dit.gemm3 is not None and "attention-sdpa" in dit.gemm3[1]
 
 
 ITEM_IN_INIT = """

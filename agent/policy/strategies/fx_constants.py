@@ -1,7 +1,8 @@
 """Tensors the tracer made from Python numbers in the forward (``torch.tensor(d)``, a
 ``torch.arange`` of sizes): ModelNew has no attribute for them, so a rewrite that named them
 could not run. ``inline`` writes them into the code: a small one as ``torch.tensor(values)``,
-an integer index table (SAM's relative positions, 64 x 64) as a literal the candidate's own
+an integer index table (SAM's relative positions, 64 x 64) or a float table (DiT's timestep
+frequencies, ``torch.exp(-log(p) * torch.arange(128) / 128)``) as a literal the candidate's own
 helper builds once. Anything else stays, and the rewrite is not offered."""
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ import torch.fx
 
 CONSTANT_MAX_NUMEL = 64
 TABLE_MAX_NUMEL = 1 << 16  # an integer or boolean table the tracer made, as a literal (TABLE_HELPER)
+# A float table, likewise: each value written as Python's repr of it, which reads back to the
+# same float64, so the same float32 (or half) bits; about 20 characters an element.
+FLOAT_TABLE_MAX_NUMEL = 1 << 14
 # The candidate's own helper (kforge's modules outside its kernel libraries are the evaluator,
 # which a candidate may not import): the table is built on the first call and kept by the
 # literal's identity (one object, the code's constant), so a call costs a dictionary lookup,
@@ -23,8 +27,8 @@ _kforge_tables = {}
 
 
 def _kforge_table(values, dtype, shape):
-    """An index table the tracer made from Python numbers, built once (a CPU tensor, as the
-    forward made it; the forward only reads it)."""
+    """A table the tracer made from Python numbers, built once (a CPU tensor, as the forward
+    made it; the forward only reads it)."""
     if torch.compiler.is_compiling():
         return torch.tensor(values, dtype=dtype).reshape(shape)
     kept = _kforge_tables.get(id(values))
@@ -38,15 +42,28 @@ exec(TABLE_HELPER, _helper_namespace)  # the same function, for the graph's node
 table = _helper_namespace["_kforge_table"]
 table.__module__ = __name__  # fx names a call's target by its module (emit then renames it)
 TABLE_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)
+FLOAT_TABLE_DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
+
+
+def _table(value: torch.Tensor) -> bool:
+    """Whether ``value`` can be a literal: an integer or boolean table up to TABLE_MAX_NUMEL, a
+    finite float table up to FLOAT_TABLE_MAX_NUMEL (an infinity or NaN has no literal)."""
+    if value.dtype in TABLE_DTYPES:
+        return value.numel() <= TABLE_MAX_NUMEL
+    return (
+        value.dtype in FLOAT_TABLE_DTYPES
+        and value.numel() <= FLOAT_TABLE_MAX_NUMEL
+        and bool(torch.isfinite(value).all())
+    )
 
 
 def inline(gm: torch.fx.GraphModule, model: torch.nn.Module) -> None:
     """A small tensor the tracer made (``torch.tensor(x)`` of numbers in the forward: DeBERTa's
     ``torch.log(torch.tensor(...))``, ``torch.sqrt(torch.tensor(d))``) becomes the same
-    ``torch.tensor(values, dtype=...)`` in the code (a CPU tensor, as the forward made it). An
-    integer or boolean table up to TABLE_MAX_NUMEL that the forward only reads (SAM's relative
-    position indices, 64 x 64 from ``torch.arange``) becomes a literal built once
-    (``TABLE_HELPER``). Anything larger stays an attribute ModelNew lacks, so the rewrite is
+    ``torch.tensor(values, dtype=...)`` in the code (a CPU tensor, as the forward made it). A
+    table that the forward only reads (``_table``: SAM's relative position indices, 64 x 64
+    from ``torch.arange``; DiT's 128 timestep frequencies in float32) becomes a literal built
+    once (``TABLE_HELPER``), bit for bit the tensor the tracer made. Anything larger stays an attribute ModelNew lacks, so the rewrite is
     not offered."""
     for node in list(gm.graph.nodes):
         if node.op != "get_attr" or has_attr(model, str(node.target)):
@@ -57,11 +74,7 @@ def inline(gm: torch.fx.GraphModule, model: torch.nn.Module) -> None:
         with gm.graph.inserting_before(node):
             if value.numel() <= CONSTANT_MAX_NUMEL:
                 made = gm.graph.call_function(torch.tensor, (value.tolist(),), {"dtype": value.dtype})
-            elif (
-                value.numel() <= TABLE_MAX_NUMEL
-                and value.dtype in TABLE_DTYPES
-                and only_read(gm, str(node.target))
-            ):
+            elif _table(value) and only_read(gm, str(node.target)):
                 values = tuple(value.reshape(-1).tolist())
                 made = gm.graph.call_function(
                     table, (values, value.dtype, tuple(value.shape)), name="index_table"

@@ -93,17 +93,57 @@ class _StatefulInside(torch.nn.Module):
         self.inner = torch.nn.Identity()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        self.inner.last = x.sum(1)  # state on a submodule
+        self.inner.last = x.sum(1)  # state on a submodule, only written
         return x + 1
 
 
-def test_a_forward_that_writes_module_state_is_not_traced() -> None:
-    """The graph cannot write ``self.hidden``: a rewrite of it would drop the assignment, and the
-    traced module held the tracing proxy under that name, which shape propagation then read
-    (it added nodes to the graph and gave no shapes). Both tracers refuse it now, by name."""
+class _RevIN(torch.nn.Module):
+    """PatchTST's RevIN (unseen9) in small: statistics kept on ``self`` from ``norm`` to
+    ``denorm`` within one call; ``__init__`` runs the forward once (a calibration pass), so
+    they hold a value before any trace."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 8)
+        with torch.no_grad():
+            self(torch.randn(2, 4, 8))
+
+    def _norm(self, x: torch.Tensor) -> torch.Tensor:
+        self.mean = x.mean(1, keepdim=True).detach()
+        self.stdev = torch.sqrt(x.var(1, keepdim=True, unbiased=False) + 1e-5).detach()
+        return (x - self.mean) / self.stdev
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(self._norm(x)) * self.stdev + self.mean
+
+
+def test_module_state_read_before_it_is_written_is_not_traced() -> None:
+    """The graph cannot write ``self.hidden``: the RNN reads last call's value, and a rewrite
+    would drop the assignment. Both tracers refuse it, by name. The traced module once held
+    the tracing proxy under that name, which shape propagation then read (it added nodes to
+    the graph and gave no shapes): no proxy is left on it now."""
     import pytest
     from kforge.tools.fx_source import trace
 
-    for model, name in ((_Stateful(), "self.hidden"), (_StatefulInside(), "self.inner.last")):
-        with pytest.raises(torch.fx.proxy.TraceError, match=name.replace(".", r"\.")):
-            trace(model.to("meta"), meta_inputs=[torch.randn(2, 8, device="meta")])
+    model = _Stateful().to("meta")
+    before = model.hidden
+    with pytest.raises(torch.fx.proxy.TraceError, match=r"self\.hidden.*reads before it assigns"):
+        trace(model, meta_inputs=[torch.randn(2, 8, device="meta")])
+    assert model.hidden is before
+
+
+def test_module_state_written_before_it_is_read_is_traced() -> None:
+    """State the forward writes and reads back within one call (PatchTST's RevIN, whose trace
+    was refused on unseen9, so its 255-GFLOP encoder got no rewrite), or only writes, is an
+    edge of the graph: traced, computing the forward, with the module's attributes as they
+    were (no proxy left on it)."""
+    from kforge.tools.fx_source import trace
+
+    torch.manual_seed(0)
+    for model, x in ((_RevIN(), torch.randn(3, 5, 8)), (_StatefulInside(), torch.randn(2, 8))):
+        kept = {p: dict(vars(m)) for p, m in model.named_modules()}
+        gm = trace(model, meta_inputs=[x.to("meta")])
+        assert {p: dict(vars(m)) for p, m in model.named_modules()} == kept
+        with torch.no_grad():
+            torch.testing.assert_close(gm(x), model(x), rtol=0, atol=0)
+        assert not any(n.op == "get_attr" and n.target in ("mean", "stdev") for n in gm.graph.nodes)

@@ -50,19 +50,17 @@ def trace(
     # root: a shallow copy keeps them off the model, so ``model`` still says what ModelNew has
     model = copy.copy(model)
     try:
-        tracer = torch.fx.Tracer()
-        return _trace(tracer, model, lambda: tracer.trace(model, concrete_args))
+        return _trace(model, torch.fx.Tracer, lambda tracer: tracer.trace(model, concrete_args))
     except Exception:
         if meta_inputs is None:
             raise
     names = list(inspect.signature(model.forward).parameters)
     meta = {n: x for n, x in zip(names, meta_inputs, strict=False) if isinstance(x, torch.Tensor)}
     constant = {n: x for n, x in zip(names, meta_inputs, strict=False) if n not in meta}
-    meta_tracer = _meta_tracer()
     return _trace(
-        meta_tracer,
         model,
-        lambda: meta_tracer.trace(
+        _meta_tracer,
+        lambda tracer: tracer.trace(
             model, meta_args=meta, concrete_args={**constant, **(concrete_args or {})} or None
         ),
     )
@@ -109,8 +107,43 @@ def _meta_tracer() -> Any:
 
 
 def _trace(
-    tracer: torch.fx.Tracer, model: torch.nn.Module, run: Callable[[], torch.fx.Graph]
+    model: torch.nn.Module, new_tracer: Callable[[], Any], run: Callable[[Any], torch.fx.Graph]
 ) -> torch.fx.GraphModule:
+    """``run`` with a new tracer; the module state the forward wrote is put back (below)."""
+    tracer, graph, written = _run(model, new_tracer, run)
+    kept = [where for where, existed in written if existed]
+    if kept:
+        # The forward assigned attributes that held a value before it ran. If it reads the old
+        # value first (KernelBench's vanilla RNN: ``self.hidden = tanh(... self.hidden ...)``),
+        # the graph cannot carry it to the next call. Traced again without them, such a read fails.
+        try:
+            tracer, graph, _ = _run(model, new_tracer, run, hide=kept)
+        except Exception as err:
+            raise torch.fx.proxy.TraceError(
+                f"the forward assigns {kept[0]}, module state kept across calls that it reads "
+                "before it assigns: a traced graph would drop that assignment"
+            ) from err
+    return torch.fx.GraphModule(tracer.root, graph, model.__class__.__name__)
+
+
+def _run(
+    model: torch.nn.Module,
+    new_tracer: Callable[[], Any],
+    run: Callable[[Any], torch.fx.Graph],
+    hide: list[str] = (),  # type: ignore[assignment]
+) -> tuple[Any, torch.fx.Graph, list[tuple[str, bool]]]:
+    """(tracer, graph, the attributes the forward assigned traced values to, each with whether it
+    held a value before). Those assignments are undone, traced or not: a module left holding a
+    tracing proxy adds nodes to the next graph that reads it. ``hide``: attributes removed while
+    it runs. The graph drops the assignments: what the forward wrote and read back within one
+    call (PatchTST's RevIN keeps its statistics on ``self`` from ``norm`` to ``denorm``) is an
+    edge of the graph; a value the forward only writes is not an output (KernelBench compares
+    outputs), and the candidate that the graph becomes has no such attribute."""
+    before = {path: dict(vars(module)) for path, module in model.named_modules()}
+    for where in hide:
+        path, _, name = where.removeprefix("self.").rpartition(".")
+        vars(model.get_submodule(path)).pop(name, None)
+    tracer = new_tracer()
     tracer.proxy_buffer_attributes = True
     finfo = torch.finfo
 
@@ -121,26 +154,27 @@ def _trace(
 
     torch.finfo = traced_finfo  # type: ignore[assignment,misc]
     try:
-        graph = run()
+        graph = run(tracer)
     finally:
         torch.finfo = finfo  # type: ignore[misc]
-    _refuse_state(tracer.root)
-    return torch.fx.GraphModule(tracer.root, graph, model.__class__.__name__)
+        written = _put_back(model, before)
+    return tracer, graph, written
 
 
-def _refuse_state(root: torch.nn.Module) -> None:
-    """Raise where the forward assigned a traced value to an attribute (KernelBench's vanilla
-    RNN: ``self.hidden = self.tanh(...)``): the graph has no way to write module state, so it
-    would drop the assignment, and the traced module would hold a tracing proxy under that name
-    (read back as one, it adds nodes to the graph instead of giving a value)."""
-    for path, module in root.named_modules():
-        for name, value in vars(module).items():
+def _put_back(model: torch.nn.Module, before: dict[str, dict[str, Any]]) -> list[tuple[str, bool]]:
+    """Each attribute the forward assigned a traced value to, as it was in ``before`` (removed
+    where it had none): (where, held a value before) of each. Other attributes stay as the run
+    left them (the tracer keeps the constants it makes on the root, ``_tensor_constant0``; the
+    ones ``hide`` removed come back here)."""
+    written = []
+    for path, module in model.named_modules():
+        state, old = vars(module), before.get(path, {})
+        for name, value in list(state.items()):
             if isinstance(value, torch.fx.Proxy):
-                where = f"{path}.{name}" if path else name
-                raise torch.fx.proxy.TraceError(
-                    f"the forward assigns self.{where}, module state kept across calls: a traced "
-                    "graph would drop that assignment"
-                )
+                written.append((f"self.{path}.{name}" if path else f"self.{name}", name in old))
+                del state[name]
+        state.update({n: v for n, v in old.items() if n not in state})
+    return written
 
 
 def emit(gm: torch.fx.GraphModule, helpers: dict[str, Callable[..., Any]] | None = None) -> tuple[str, str]:

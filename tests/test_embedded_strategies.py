@@ -1028,7 +1028,8 @@ def test_a_float_table_the_forward_computes_from_numbers_becomes_a_literal(tmp_p
     """DiT's block (unseen9, H200): the tracer folds its 128 timestep frequencies into a float32
     tensor ModelNew does not have, so the rewrite was dropped without a word and the 271-GFLOP
     block got no 3xTF32 GEMM and no SDPA. A finite float table is a literal now, bit for bit
-    the tensor the tracer made; one with an infinity stays refused (no literal for it)."""
+    the tensor the tracer made; one with an infinity stays refused (no literal for it), and the
+    analysis says so."""
     from kforge.agent.policy.features import meta_instance
     from kforge.agent.policy.strategies import fx_constants, fx_rewrite
     from kforge.tools import fx_source
@@ -1044,11 +1045,18 @@ def test_a_float_table_the_forward_computes_from_numbers_becomes_a_literal(tmp_p
     assert table.dtype == torch.float32 and torch.equal(table, expected)
     assert static_cheats(registry.build(task, fx_rewrite.spec(fired), analysis), task.source, "fp32") == []
     path = tmp_path / "freqs_inf.py"  # a table with an infinity: not made a literal
-    path.write_text(FREQS_TASK.replace("/ half)", "/ half) / (torch.arange(half) > 0)"))
+    inf = FREQS_TASK.replace("/ half)", "/ half) / (torch.arange(half) > 0)")
+    path.write_text(inf.replace("dim=-1))", "dim=-1)) * 1.0"))  # * 1.0: a pass fires
     model, inputs = meta_instance(path)
     gm = fx_source.trace(model, meta_inputs=inputs)
     fx_constants.inline(gm, model)
     assert any(n.op == "get_attr" and "constant" in str(n.target) for n in gm.graph.nodes)
+    _, refused, _ = _analysis(path)  # and the analysis says why no rewrite is offered, once
+    assert refused.fx is None and refused.templates is None
+    assert [n for n in refused.notes if "not offered" in n] == [
+        "FX rewrites not offered: the forward makes a tensor from numbers (torch.float32, 128 values) "
+        "that kforge cannot write into the code"
+    ]
     _, dit, _ = _analysis(
         Path(__file__).parents[1] / "bench" / "realistic" / "dev" / "dit_xl2_adaln_block.py"
     )

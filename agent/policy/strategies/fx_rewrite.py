@@ -32,6 +32,12 @@ MATMULS = (torch.matmul, torch.mm, operator.matmul)
 SCALE_OPS = (operator.mul, operator.truediv, torch.mul, torch.div)
 
 
+class Unwritable(ValueError):
+    """The rewritten forward cannot be written as the candidate's code: it names a global the
+    file cannot import, or a tensor the tracer made that ModelNew has no attribute for. Every
+    rewrite of the same forward meets it, so the analysis says it once."""
+
+
 class _Shapes(torch.fx.Interpreter):
     """Shape propagation on meta tensors (quiet: a failure raises, nothing is printed)."""
 
@@ -273,7 +279,8 @@ def rewrite(
     helpers: dict[str, Callable[..., Any]] | None = None,
     buffers: Callable[[], dict[str, torch.Tensor]] | None = None,
 ) -> tuple[Body, list[str]] | None:
-    """The rewritten forward as a Body and the passes that fired, or None when none did.
+    """The rewritten forward as a Body and the passes that fired, or None when none did
+    (``Unwritable`` when it cannot be written as code).
     ``helpers`` name the functions a pass calls that the candidate's prelude defines;
     ``buffers`` gives the values of the model's buffers (called only if a pass needs one)."""
     gm = trace(model, meta_inputs=inputs)
@@ -292,13 +299,21 @@ def rewrite(
     gm.graph.lint()
     try:
         prelude, src = emit(gm, {**(helpers or {}), "_kforge_table": fx_constants.table})
-    except SourceError:
-        return None  # a global the emitted code cannot name
+    except SourceError as err:
+        raise Unwritable(str(err)) from None
     if "_kforge_table(" in src:
         prelude = fx_constants.TABLE_HELPER.strip("\n") + ("\n\n\n" + prelude if prelude else "")
     for node in gm.graph.nodes:
         if node.op == "get_attr" and not fx_constants.has_attr(model, str(node.target)):
-            return None  # a constant made during tracing: not on ModelNew
+            value = getattr(gm, str(node.target), None)  # a constant made during tracing
+            made = (
+                f"{value.dtype}, {value.numel()} values"
+                if isinstance(value, torch.Tensor)
+                else type(value).__name__
+            )
+            raise Unwritable(
+                f"the forward makes a tensor from numbers ({made}) that kforge cannot write into the code"
+            )
     method = src.strip("\n").replace("def forward(self", "def _kforge_body(self", 1)
     return Body(method=method + "\n", prelude=prelude), fired
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 from typing import Any
 
 from ....tools import fx_source
@@ -78,10 +79,11 @@ def analyse_task(task: Task, features: TaskFeatures) -> TaskAnalysis:
     try:
         model, inputs = meta_instance(task.path)
         buffers = functools.cache(functools.partial(fx_attention.real_buffers, task.path, model))
-        analysis.fx = fx_rewrite.rewrite(model, inputs, buffers=buffers)
-        analysis.gemm3 = tf32x3.rewrite(model, inputs, buffers)
-        analysis.conv3 = tf32x3.rewrite_convs(model, inputs, buffers)
-        analysis.templates = templates.rewrite(model, inputs, buffers)
+        written = functools.partial(_written, analysis.notes)
+        analysis.fx = written(lambda: fx_rewrite.rewrite(model, inputs, buffers=buffers))
+        analysis.gemm3 = written(lambda: tf32x3.rewrite(model, inputs, buffers))
+        analysis.conv3 = written(lambda: tf32x3.rewrite_convs(model, inputs, buffers))
+        analysis.templates = written(lambda: templates.rewrite(model, inputs, buffers))
         analysis.corpus = corpus_kernels.match(model, inputs)
         gemm = hgemm_tuned.match(model, inputs)
         analysis.hgemm = gemm[0] if gemm is not None else None
@@ -90,6 +92,18 @@ def analyse_task(task: Task, features: TaskFeatures) -> TaskAnalysis:
     except Exception as err:  # tracing the task's code: a failure only rules out these families
         analysis.notes.append(f"no FX trace ({type(err).__name__}): rewrites and prior kernels skipped")
     return analysis
+
+
+def _written(notes: list[str], rewrite: Callable[[], Any]) -> Any:
+    """``rewrite()``, or None with the reason in ``notes`` (once) where its forward cannot be
+    written as code: DiT's dropped every rewrite without a word (unseen9)."""
+    try:
+        return rewrite()
+    except fx_rewrite.Unwritable as err:
+        note = f"FX rewrites not offered: {err}"
+        if note not in notes:
+            notes.append(note)
+        return None
 
 
 # On a CPU, Triton kernels run in the interpreter: tasks moving more than this are too slow there.

@@ -1,6 +1,6 @@
 """Cohere Command-R family (Aya-23-8B config) -- one full *parallel* decoder layer.
 
-Model / block: CohereDecoderLayer as used by Command-R / Aya-23. Unlike Llama-style sequential blocks, Cohere
+Model / block: CohereDecoderLayer as used by Command-R / Aya-23. Unlike sequential pre-norm blocks, Cohere
 runs attention and MLP in parallel off one shared norm:
     h = CohereLayerNorm(x)                  (mean-centred LayerNorm, weight only, no bias, eps 1e-5)
     out = x + Attn(h) + MLP(h)
@@ -22,7 +22,6 @@ Departures:
   (HF builds them once at model level); no padding mask, no KV cache.
 - Linear weights normal(0, 0.02) (HF initializer_range); LayerNorm weight 1 + 0.1 * noise instead of ones.
 """
-import math
 
 import torch
 import torch.nn as nn
@@ -68,14 +67,14 @@ class CohereRotaryEmbedding(nn.Module):
         inv_freq_expanded = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
         position_ids_expanded = position_ids[:, None, :].float()
         freqs = (inv_freq_expanded.float() @ position_ids_expanded.float()).transpose(1, 2)
-        emb = torch.repeat_interleave(freqs, 2, dim=-1)  # diff from Llama: we interleave() instead of cat()
+        emb = torch.repeat_interleave(freqs, 2, dim=-1)  # interleave() instead of cat()
         cos = emb.cos() * self.attention_scaling
         sin = emb.sin() * self.attention_scaling
         return cos.to(dtype=x.dtype), sin.to(dtype=x.dtype)
 
 
 def rotate_half(x):
-    # Split and rotate. Note that this function is different from e.g. Llama.
+    # Split and rotate (even/odd lanes, not halves).
     x1 = x[..., ::2]
     x2 = x[..., 1::2]
     rot_x = torch.stack([-x2, x1], dim=-1).flatten(-2)
@@ -131,7 +130,7 @@ class CohereAttention(nn.Module):
         super().__init__()
         self.head_dim = HEAD_DIM
         self.num_key_value_groups = NUM_HEADS // NUM_KV_HEADS
-        self.scaling = self.head_dim ** -0.5
+        self.scaling = self.head_dim**-0.5
         self.q_proj = nn.Linear(HIDDEN, NUM_HEADS * HEAD_DIM, bias=False)
         self.k_proj = nn.Linear(HIDDEN, NUM_KV_HEADS * HEAD_DIM, bias=False)
         self.v_proj = nn.Linear(HIDDEN, NUM_KV_HEADS * HEAD_DIM, bias=False)
@@ -177,8 +176,9 @@ class Model(nn.Module):
         position_ids = torch.arange(seq_len, device=hidden_states.device).unsqueeze(0).expand(bsz, -1)
         position_embeddings = self.rotary_emb(hidden_states, position_ids)
         min_val = torch.finfo(hidden_states.dtype).min
-        causal_mask = torch.full((seq_len, seq_len), min_val, dtype=hidden_states.dtype,
-                                 device=hidden_states.device).triu(1)[None, None]
+        causal_mask = torch.full(
+            (seq_len, seq_len), min_val, dtype=hidden_states.dtype, device=hidden_states.device
+        ).triu(1)[None, None]
 
         residual = hidden_states
         hidden_states = self.input_layernorm(hidden_states)

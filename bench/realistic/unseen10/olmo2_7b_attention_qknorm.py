@@ -22,7 +22,6 @@ Departures:
 - Linear weights use normal(0, 0.02) (HF's initializer_range); RMSNorm weights are 1 + 0.1 * normal noise instead
   of all ones, to look like trained values.
 """
-import math
 
 import torch
 import torch.nn as nn
@@ -61,7 +60,9 @@ class Olmo2RotaryEmbedding(nn.Module):
 
     @torch.no_grad()
     def forward(self, x, position_ids):
-        inv_freq_expanded = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1).to(x.device)
+        inv_freq_expanded = (
+            self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1).to(x.device)
+        )
         position_ids_expanded = position_ids[:, None, :].float()
         freqs = (inv_freq_expanded.float() @ position_ids_expanded.float()).transpose(1, 2)
         emb = torch.cat((freqs, freqs), dim=-1)
@@ -72,7 +73,7 @@ class Olmo2RotaryEmbedding(nn.Module):
 
 def rotate_half(x):
     x1 = x[..., : x.shape[-1] // 2]
-    x2 = x[..., x.shape[-1] // 2:]
+    x2 = x[..., x.shape[-1] // 2 :]
     return torch.cat((-x2, x1), dim=-1)
 
 
@@ -110,7 +111,7 @@ class Olmo2Attention(nn.Module):
         super().__init__()
         self.head_dim = HEAD_DIM
         self.num_key_value_groups = NUM_HEADS // NUM_KV_HEADS
-        self.scaling = self.head_dim ** -0.5
+        self.scaling = self.head_dim**-0.5
         self.q_proj = nn.Linear(HIDDEN, NUM_HEADS * HEAD_DIM, bias=False)
         self.k_proj = nn.Linear(HIDDEN, NUM_KV_HEADS * HEAD_DIM, bias=False)
         self.v_proj = nn.Linear(HIDDEN, NUM_KV_HEADS * HEAD_DIM, bias=False)
@@ -148,7 +149,12 @@ class Model(nn.Module):
         self.post_attention_layernorm = Olmo2RMSNorm(HIDDEN, RMS_EPS)
         self.rotary_emb = Olmo2RotaryEmbedding(HEAD_DIM, ROPE_THETA)
         with torch.no_grad():
-            for lin in (self.self_attn.q_proj, self.self_attn.k_proj, self.self_attn.v_proj, self.self_attn.o_proj):
+            for lin in (
+                self.self_attn.q_proj,
+                self.self_attn.k_proj,
+                self.self_attn.v_proj,
+                self.self_attn.o_proj,
+            ):
                 lin.weight.normal_(0.0, 0.02)
             for norm in (self.self_attn.q_norm, self.self_attn.k_norm, self.post_attention_layernorm):
                 norm.weight.copy_(1.0 + 0.1 * torch.randn_like(norm.weight))
@@ -159,8 +165,9 @@ class Model(nn.Module):
         position_ids = torch.arange(seq_len, device=hidden_states.device).unsqueeze(0).expand(bsz, -1)
         position_embeddings = self.rotary_emb(hidden_states, position_ids)
         min_val = torch.finfo(hidden_states.dtype).min
-        causal_mask = torch.full((seq_len, seq_len), min_val, dtype=hidden_states.dtype,
-                                 device=hidden_states.device).triu(1)[None, None]
+        causal_mask = torch.full(
+            (seq_len, seq_len), min_val, dtype=hidden_states.dtype, device=hidden_states.device
+        ).triu(1)[None, None]
 
         residual = hidden_states
         hidden_states = self.self_attn(hidden_states, position_embeddings, causal_mask)

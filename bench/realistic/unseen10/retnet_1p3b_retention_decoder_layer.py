@@ -27,7 +27,6 @@ Departures:
   RMSNorm weights 1 + 0.1 * noise instead of ones.
 - No dropout, no MultiwayWrapper (single modality), no deepnorm / subln (the RetNet defaults).
 """
-import math
 
 import torch
 import torch.nn as nn
@@ -50,7 +49,7 @@ class RMSNorm(nn.Module):
         if self.elementwise_affine:
             self.weight = nn.Parameter(torch.ones(dim))
         else:
-            self.register_parameter('weight', None)
+            self.register_parameter("weight", None)
 
     def _norm(self, x):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
@@ -104,7 +103,7 @@ class MultiScaleRetention(nn.Module):
         self.num_heads = num_heads
         self.head_dim = self.value_dim // num_heads
         self.key_dim = self.embed_dim // num_heads
-        self.scaling = self.key_dim ** -0.5
+        self.scaling = self.key_dim**-0.5
         self.gate_fn = F.silu  # "swish"
 
         self.q_proj = nn.Linear(embed_dim, embed_dim, bias=False)

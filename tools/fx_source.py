@@ -12,7 +12,7 @@ import inspect
 import operator
 import re
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -130,7 +130,7 @@ def _run(
     model: torch.nn.Module,
     new_tracer: Callable[[], Any],
     run: Callable[[Any], torch.fx.Graph],
-    hide: list[str] = (),  # type: ignore[assignment]
+    hide: Sequence[str] = (),
 ) -> tuple[Any, torch.fx.Graph, list[tuple[str, bool]]]:
     """(tracer, graph, the attributes the forward assigned traced values to, each with whether it
     held a value before). Those assignments are undone, traced or not: a module left holding a

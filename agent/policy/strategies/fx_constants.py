@@ -63,8 +63,8 @@ def inline(gm: torch.fx.GraphModule, model: torch.nn.Module) -> None:
     ``torch.tensor(values, dtype=...)`` in the code (a CPU tensor, as the forward made it). A
     table that the forward only reads (``_table``: SAM's relative position indices, 64 x 64
     from ``torch.arange``; DiT's 128 timestep frequencies in float32) becomes a literal built
-    once (``TABLE_HELPER``), bit for bit the tensor the tracer made. Anything larger stays an attribute ModelNew lacks, so the rewrite is
-    not offered."""
+    once (``TABLE_HELPER``), bit for bit the tensor the tracer made. Anything larger stays an
+    attribute ModelNew lacks, so the rewrite is not offered."""
     for node in list(gm.graph.nodes):
         if node.op != "get_attr" or has_attr(model, str(node.target)):
             continue
@@ -76,9 +76,7 @@ def inline(gm: torch.fx.GraphModule, model: torch.nn.Module) -> None:
                 made = gm.graph.call_function(torch.tensor, (value.tolist(),), {"dtype": value.dtype})
             elif _table(value) and only_read(gm, str(node.target)):
                 values = tuple(value.reshape(-1).tolist())
-                made = gm.graph.call_function(
-                    table, (values, value.dtype, tuple(value.shape)), name="index_table"
-                )
+                made = gm.graph.call_function(table, (values, value.dtype, tuple(value.shape)), name="table")
             else:
                 continue
         made.meta.update(node.meta)

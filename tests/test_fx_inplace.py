@@ -147,3 +147,46 @@ def test_module_state_written_before_it_is_read_is_traced() -> None:
         with torch.no_grad():
             torch.testing.assert_close(gm(x), model(x), rtol=0, atol=0)
         assert not any(n.op == "get_attr" and n.target in ("mean", "stdev") for n in gm.graph.nodes)
+
+
+CACHED_TASK = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        if getattr(self, "scale", None) is None:  # the first call's statistic, kept for every call after
+            self.scale = x.abs().mean()
+        return x * self.scale * 1.0
+
+
+def get_inputs():
+    return [torch.randn(64, 64)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_state_the_tracer_cannot_see_carried_over_is_caught_by_the_judge(tmp_path, make_cpu_options) -> None:
+    """The attack on the rule above: a forward that keeps its first call's value behind
+    ``getattr(self, "scale", None)``. The attribute did not exist when traced, so the trace
+    takes the first call's path, and the rewrite computes a fresh scale every call. The
+    reference keeps the first. The judge runs both over several calls with fresh inputs, so
+    the rewrite is caught as incorrect, never timed as a speedup."""
+    from kforge.agent.policy.features import task_features
+    from kforge.agent.policy.strategies import fx_rewrite, registry
+    from kforge.tools.evaluate import evaluate_many
+    from kforge.tools.result import Status
+    from kforge.tools.task import load_task
+
+    path = tmp_path / "cached_scale.py"
+    path.write_text(CACHED_TASK)
+    task = load_task(path, check_import=False)
+    analysis = registry.analyse_task(task, task_features(task, None, "fp32", None))
+    assert analysis.fx is not None and "identities" in analysis.fx[1]  # traced: the `* 1.0` removed
+    source = registry.build(task, fx_rewrite.spec(analysis.fx[1]), analysis)
+    (result,) = evaluate_many(load_task(path), [source], make_cpu_options(trials=3, timing_trials=1))
+    assert result.status is Status.INCORRECT and not result.correct, result.log[-1500:]

@@ -13,7 +13,8 @@ times are CUDA-event medians. Accuracy: ||out - ref64|| / ||ref64|| against a fl
 ``--small-k``: Linear layers with a short reduction (K < 512, below the tf32x3-gemm pass's
 MIN_K) and many rows, as a ConvNeXt's or a small ViT's MLP has them: cuBLAS fp32, the GEMM's two
 paths, and kforge's 3xTF32 convolution run as a 1 x 1 convolution over channels-last rows (it
-splits the activation in registers, so no split pass).
+splits the activation in registers, so no split pass); then the presplit kernel with each tile
+alone (``sweep``: whole-K blocks too), at PatchTST's and PVTv2's Linears as well.
 """
 
 from __future__ import annotations
@@ -75,6 +76,63 @@ SMALL_K_SHAPES = [
     ("DeiT-S fc2 1536->384", 0, 6304, 1536, 384, False, True),
     ("ViT-B fc1 768->3072", 0, 6304, 768, 3072, False, True),
 ]
+
+
+# Short reductions where the presplit kernel's own tile list (tuned for long K) may be the loss:
+# each tile alone, whole-K blocks included, the activation's split counted in. PatchTST's
+# Linears (unseen9: 6,896 series x 42 patches, 128 and 256 wide) and PVTv2's fc1.
+SHORT_K_SWEEP = [
+    ("ConvNeXt-T pwconv1 96->384", 100352, 96, 384),
+    ("ConvNeXt-T pwconv2 384->96", 100352, 384, 96),
+    ("PatchTST W_Q 128->128", 289632, 128, 128),
+    ("PatchTST ff1 128->256", 289632, 128, 256),
+    ("PVTv2 fc1 128->1024", 25088, 128, 1024),
+]
+SWEEP_TILES = [(64, 64), (64, 128), (128, 64), (128, 128), (128, 256), (256, 128)]
+
+
+def sweep(name: str, m: int, k: int, n: int) -> tuple[str, ...]:
+    """x (m, k) @ w^T on kforge's presplit kernel with each tile of SWEEP_TILES and each BLOCK_K
+    that divides the padded K, the activation's split counted in, against cuBLAS fp32 and the
+    kernel's own autotuned tiles: whether a tile made for short K would lift ``MIN_K``."""
+    from kforge.tools.gemm import tf32x3 as g
+    from kforge.tools.launch import cdiv
+    from triton.runtime.errors import OutOfResources
+
+    torch.manual_seed(0)
+    x = torch.randn(m, k, device="cuda")
+    w = torch.nn.Parameter(torch.randn(n, k, device="cuda") / k**0.5, requires_grad=False)
+    ref64 = x.double() @ w.double().t()
+    a3, b3 = x.unsqueeze(0), w.t().unsqueeze(0)
+    w_split = g.weight_split(b3)
+    kp = w_split.shape[2] // 2
+    c = torch.empty((1, m, n), device="cuda")
+    tried = []
+    for bm, bn in SWEEP_TILES:
+        for bk in (bk for bk in (32, 64, 128) if kp % bk == 0):
+            warps = 8 if bm * bn >= 128 * 128 else 4
+            for stages in (1,) if kp == bk else (2, 3):
+
+                def run(bm=bm, bn=bn, bk=bk, warps=warps, stages=stages) -> None:
+                    a_split = g.split(a3)
+                    g.gemm_kernel[(cdiv(m, bm) * cdiv(n, bn), 1)](
+                        a_split, w_split, c, c, m, n, kp, a_split.stride(0), 0, c.stride(0), c.stride(1),
+                        HAS_BIAS=False, ACT=0, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8,
+                        num_warps=warps, num_stages=stages,
+                    )  # fmt: skip
+
+                try:
+                    run()
+                    torch.cuda.synchronize()
+                except OutOfResources:
+                    continue
+                tried.append((timed(run), f"{bm}x{bn}x{bk} w{warps} s{stages}", rel_err(c[0], ref64)))
+    best = min(tried)
+    t_fp32 = timed(lambda: torch.nn.functional.linear(x, w))
+    t_tuned = timed(lambda: g.matmul(a3, b3))
+    t_split = timed(lambda: g.split(a3))
+    return (name, f"{t_fp32:.3f}", f"{t_tuned:.3f}", f"{best[0]:.3f}", best[1], f"{t_split:.3f}",
+            f"{t_fp32 / best[0]:.2f}x", f"{best[2]:.1e}", str(len(tried)))  # fmt: skip
 
 
 def as_conv1x1(name: str, m: int, k: int, n: int) -> tuple[str, ...]:
@@ -287,6 +345,12 @@ def main() -> None:
             ],
             [as_conv1x1(name, m, k, n) for name, _, m, k, n, _, _ in SMALL_K_SHAPES],
         )
+        print_table(
+            "presplit 3xTF32 GEMM, each tile alone, split included (ms, CUDA-event medians of 20)",
+            ["layer", "cuBLAS fp32", "x3 autotuned", "x3 best tile", "tile", "split alone", "best vs cuBLAS",
+             "err vs fp64", "tiles run"],
+            [sweep(*layer) for layer in SHORT_K_SWEEP],
+        )  # fmt: skip
         return
     convs = []
     for conv in [] if "--models" in sys.argv else RESNET_CONVS if "--resnet" in sys.argv else CONVS:

@@ -3,7 +3,7 @@
 # 10-minute call on an H100). Results go to $OUT; record them in docs/results.md and a docs/log/ entry.
 #
 #   carry: [".kb"] (a KernelBench checkout, for fidelity), [".whl/agent"] (wheels, for tests)
-#   command: bash bench/gpu_checks.sh fidelity|launchbound|drift|throughput|tests|profile|kbprofile|convlayout|convs|resnetconvs|autotune|model|strategies|templates|realistic
+#   command: bash bench/gpu_checks.sh fidelity|launchbound|drift|throughput|tests|profile|kbprofile|convlayout|convs|resnetconvs|autotune|model|strategies|templates|pending|realistic
 set -u
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
@@ -97,6 +97,15 @@ for strategy, status, result in rows:
   templates)   # kforge's memory-bound Triton templates (norms, cross-entropy) and its 3xTF32 flash attention
                # against eager and torch.compile: fraction of the measured copy bandwidth, error vs float64
     (cd bench && python3 bench_templates.py && python3 bench_norm_tiles.py && python3 bench_tf32x3_attention.py && python3 bench_tf32x3_attention.py --masks) 2>&1 | tee "$OUT/templates.log" ;;
+  pending)     # what the CPU changed or found and no GPU has run yet (2026-11-28, not yet run; over 10 min in all: run it under `timeout` on a spare GPU beside
+               # the batch, over two calls if need be): DiT's new rewrites, RAFT's device-factories, Mistral's FX setitem path,
+               # EfficientViT's torch.compile against float64, the presplit GEMM's tiles at short K
+    (cd bench && python3 diag_numerics.py ../bench/realistic/unseen9/efficientvit_b1_seg_stage3.py --modes default; \
+      python3 bench_strategies.py ../bench/realistic/dev/dit_xl2_adaln_block.py --match tf32x3-gemm,attention-sdpa; \
+      python3 bench_strategies.py ../bench/realistic/dev/raft_large_correlation_lookup_motion_encoder.py \
+        --match device-factories --no-compile; \
+      python3 bench_strategies.py ../bench/realistic/dev/mistral_7b_sliding_window_attention.py --match attention-sdpa; \
+      python3 bench_tf32x3.py --small-k) 2>&1 | tee "$OUT/pending.log" ;;
   realistic)   # issue #34's realistic blocks (bench/realistic/README.md; carry .whl/agent): REALISTIC_SET=dev|heldout|unseen|...|unseen5 (or a list file there, e.g. after-unseen5.txt),
                # REALISTIC_ROUNDS (2), REALISTIC_STRATEGIES (families, as --strategies), REALISTIC_SECONDS (no new
                # task after it; 420), REALISTIC_TIMEOUT (the batch stopped, resumable; REALISTIC_SECONDS + 100). The batch folder comes back in
@@ -123,5 +132,5 @@ for strategy, status, result in rows:
       (cd /tmp/kforge-realistic && tar czf "$OUT/realistic-$set_name.tar.gz" --exclude='*.so' --exclude='*.o' \
         --exclude='*.cubin' "$set_name")
     } 2>&1 | tee "$OUT/realistic.log" ;;
-  *) echo "usage: bash bench/gpu_checks.sh fidelity|launchbound|drift|throughput|tests|profile|kbprofile|convlayout|convs|resnetconvs|autotune|model|strategies|templates|realistic" >&2; exit 2 ;;
+  *) echo "usage: bash bench/gpu_checks.sh fidelity|launchbound|drift|throughput|tests|profile|kbprofile|convlayout|convs|resnetconvs|autotune|model|strategies|templates|pending|realistic" >&2; exit 2 ;;
 esac

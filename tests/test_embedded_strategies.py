@@ -18,6 +18,7 @@ import torch
 from kforge.agent.policy import embedded
 from kforge.agent.policy.features import task_features
 from kforge.agent.policy.strategies import compile_modes, conv_fold, registry, tf32x3
+from kforge.agent.policy.strategies.fx_rewrite import spec as fx_rewrite_spec
 from kforge.agent.policy.strategies.source import REFERENCE, Spec, reference_module
 from kforge.examples import ROOT as EXAMPLES
 from kforge.tools.evaluate import evaluate_many
@@ -1028,7 +1029,8 @@ def test_a_float_table_the_forward_computes_from_numbers_becomes_a_literal(tmp_p
     """DiT's block (unseen9, H200): the tracer folds its 128 timestep frequencies into a float32
     tensor ModelNew does not have, so the rewrite was dropped without a word and the 271-GFLOP
     block got no 3xTF32 GEMM and no SDPA. A finite float table is a literal now, bit for bit
-    the tensor the tracer made; one with an infinity stays refused (no literal for it), and the
+    the tensor the tracer made. One with an infinity has no literal, and is made by the
+    forward's own factory calls (below); a table from a Python list has neither, and the
     analysis says so."""
     from kforge.agent.policy.features import meta_instance
     from kforge.agent.policy.strategies import fx_constants, fx_rewrite
@@ -1051,16 +1053,72 @@ def test_a_float_table_the_forward_computes_from_numbers_becomes_a_literal(tmp_p
     gm = fx_source.trace(model, meta_inputs=inputs)
     fx_constants.inline(gm, model)
     assert any(n.op == "get_attr" and "constant" in str(n.target) for n in gm.graph.nodes)
+    _, traced_again, _ = _analysis(path)  # but made by its own factory calls (the test below)
+    assert traced_again.fx is not None and "torch.arange(" in traced_again.fx[0].method
+    path = tmp_path / "listed.py"  # a table from a list: no factory call to record, no literal
+    path.write_text(
+        "import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, t):\n"
+        "        return torch.as_tensor(list(range(70000)))[t].float() * 1.0\n\n\n"
+        "def get_inputs():\n    return [torch.arange(4)]\n\n\ndef get_init_inputs():\n    return []\n"
+    )
     _, refused, _ = _analysis(path)  # and the analysis says why no rewrite is offered, once
     assert refused.fx is None and refused.templates is None
     assert [n for n in refused.notes if "not offered" in n] == [
-        "FX rewrites not offered: the forward makes a tensor from numbers (torch.float32, 128 values) "
+        "FX rewrites not offered: the forward makes a tensor from numbers (torch.int64, 70000 values) "
         "that kforge cannot write into the code"
     ]
     _, dit, _ = _analysis(
         Path(__file__).parents[1] / "bench" / "realistic" / "dev" / "dit_xl2_adaln_block.py"
     )
     assert dit.gemm3 is not None and "attention-sdpa" in dit.gemm3[1]
+
+
+GRID_TASK = """
+import torch
+import torch.nn as nn
+
+
+def coords_grid(batch, h, w, device="cpu"):  # RAFT's make_coords_grid (dev/), smaller
+    device = torch.device(device)
+    coords = torch.meshgrid(torch.arange(h, device=device), torch.arange(w, device=device), indexing="ij")
+    coords = torch.stack(coords[::-1], dim=0).float()
+    return coords[None].repeat(batch, 1, 1, 1)
+
+
+H = W = 96  # sizes the forward knows as numbers (RAFT's come from its shapes on the meta tracer)
+
+
+class Model(nn.Module):
+    def forward(self, flow):
+        return (coords_grid(flow.shape[0], H, W).to(flow.device) + flow) * 1.0
+
+
+def get_inputs():
+    return [torch.randn(2, 2, 96, 96)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_table_too_large_for_a_literal_is_made_by_the_forward_s_own_factory_calls(tmp_path):
+    """RAFT's coordinate grid (dev/, 56,320 float32 values) and Autoformer's index table
+    (unseen6, 1.5M int64) were too large for a literal, so every FX rewrite of both was refused.
+    Such a forward is traced again with its own calls of torch.arange and the like recorded as
+    nodes: the code makes the grid as the forward does, bit for bit, and no note is left."""
+    path = tmp_path / "grid.py"
+    path.write_text(GRID_TASK)  # a grid of 2 x 96 x 96 = 18,432 floats: over FLOAT_TABLE_MAX_NUMEL
+    task, analysis, _ = _analysis(path)
+    assert analysis.fx is not None and "identities" in analysis.fx[1], analysis.notes
+    assert not [n for n in analysis.notes if "not offered" in n]
+    method = analysis.fx[0].method
+    assert "torch.arange(" in method and "_kforge_table" not in method and "_tensor_constant" not in method
+    source = registry.build(task, fx_rewrite_spec(analysis.fx[1]), analysis)
+    assert static_cheats(source, task.source, "fp32") == []
+    ref, new, x = _pair(_load(task.source, tmp_path, "ref_grid"), _load(source, tmp_path, "cand_grid"))
+    with torch.no_grad():
+        assert torch.equal(new(*x), ref(*x))
 
 
 ITEM_IN_INIT = """

@@ -11,6 +11,7 @@ import importlib
 import inspect
 import operator
 import re
+import sys
 import types
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -31,10 +32,16 @@ class SourceError(ValueError):
     """The graph's code names something a source file cannot import."""
 
 
+# Tensor factories that take only Python values: FX runs them while tracing and keeps their
+# result as a constant. With ``factories`` they are recorded as calls instead.
+FACTORIES = ("arange", "zeros", "ones", "full", "empty", "linspace", "logspace", "eye", "tensor")
+
+
 def trace(
     model: torch.nn.Module,
     concrete_args: dict[str, Any] | None = None,
     meta_inputs: list[Any] | None = None,
+    factories: bool = False,
 ) -> torch.fx.GraphModule:
     """``symbolic_trace`` with buffers traced as attributes (not baked in as constants), so a
     forward may slice a buffer by a traced size (minGPT's ``self.bias[:, :, :T, :T]``), and
@@ -45,12 +52,20 @@ def trace(
     the forward is traced again with every value's shape known as it is traced (FX's
     ``MetaTracer``): code that unpacks a shape (``(*x.shape[:-1], -1, d)``, ``b, c, h, w =
     q.shape`` then ``int(c)``), as transformers' and diffusers' models do, then traces, with
-    those sizes written into the graph as the numbers they are for the task's inputs."""
+    those sizes written into the graph as the numbers they are for the task's inputs.
+
+    ``factories``: the model's own calls of FACTORIES are recorded as nodes, so the graph makes
+    those tensors when it runs, as the forward does. Without it a forward that builds a large
+    table from sizes (RAFT's coordinate grid, 56,320 floats) leaves a constant that no code can
+    name. Only calls from the model's own source files are recorded: PyTorch's internals make
+    tensors too while the tracer computes shapes."""
     # the tracer sets the tensor constants it makes (``torch.tensor(2.0)`` in the forward) on its
     # root: a shallow copy keeps them off the model, so ``model`` still says what ModelNew has
     model = copy.copy(model)
     try:
-        return _trace(model, torch.fx.Tracer, lambda tracer: tracer.trace(model, concrete_args))
+        return _trace(
+            model, torch.fx.Tracer, lambda tracer: tracer.trace(model, concrete_args), factories=factories
+        )
     except Exception:
         if meta_inputs is None:
             raise
@@ -63,6 +78,7 @@ def trace(
         lambda tracer: tracer.trace(
             model, meta_args=meta, concrete_args={**constant, **(concrete_args or {})} or None
         ),
+        factories=factories,
     )
 
 
@@ -107,9 +123,14 @@ def _meta_tracer() -> Any:
 
 
 def _trace(
-    model: torch.nn.Module, new_tracer: Callable[[], Any], run: Callable[[Any], torch.fx.Graph]
+    model: torch.nn.Module,
+    new_tracer: Callable[[], Any],
+    run: Callable[[Any], torch.fx.Graph],
+    factories: bool = False,
 ) -> torch.fx.GraphModule:
     """``run`` with a new tracer; the module state the forward wrote is put back (below)."""
+    if factories:
+        run = _recording_factories(model, run)
     tracer, graph, written = _run(model, new_tracer, run)
     kept = [where for where, existed in written if existed]
     if kept:
@@ -124,6 +145,42 @@ def _trace(
                 "before it assigns: a traced graph would drop that assignment"
             ) from err
     return torch.fx.GraphModule(tracer.root, graph, model.__class__.__name__)
+
+
+def _recording_factories(
+    model: torch.nn.Module, run: Callable[[Any], torch.fx.Graph]
+) -> Callable[[Any], torch.fx.Graph]:
+    """``run`` with the model's own calls of FACTORIES recorded as graph nodes. A call counts as
+    the model's when the nearest caller outside FX's MetaTracer (which wraps some factories
+    itself) is in a file that defines one of the model's modules."""
+    from torch.fx.experimental import meta_tracer
+
+    files = {inspect.getsourcefile(type(m)) for m in model.modules()} - {None}
+    tracer_file = meta_tracer.__file__
+
+    def recorded(tracer: Any) -> torch.fx.Graph:
+        made = {name: getattr(torch, name) for name in FACTORIES}
+
+        def record(factory: Callable[..., Any]) -> Callable[..., Any]:
+            def call(*args: Any, **kwargs: Any) -> Any:
+                frame = sys._getframe(1)
+                while frame.f_back is not None and frame.f_code.co_filename == tracer_file:
+                    frame = frame.f_back
+                if frame.f_code.co_filename not in files:
+                    return factory(*args, **kwargs)
+                return tracer.create_proxy("call_function", factory, args, kwargs)
+
+            return call
+
+        for name, factory in made.items():
+            setattr(torch, name, record(factory))
+        try:
+            return run(tracer)
+        finally:
+            for name, factory in made.items():
+                setattr(torch, name, factory)
+
+    return recorded
 
 
 def _run(

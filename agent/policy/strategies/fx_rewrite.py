@@ -278,12 +278,16 @@ def rewrite(
     passes: dict[str, Callable[[torch.fx.GraphModule], int]] | None = None,
     helpers: dict[str, Callable[..., Any]] | None = None,
     buffers: Callable[[], dict[str, torch.Tensor]] | None = None,
+    factories: bool = False,
 ) -> tuple[Body, list[str]] | None:
     """The rewritten forward as a Body and the passes that fired, or None when none did
     (``Unwritable`` when it cannot be written as code).
     ``helpers`` name the functions a pass calls that the candidate's prelude defines;
-    ``buffers`` gives the values of the model's buffers (called only if a pass needs one)."""
-    gm = trace(model, meta_inputs=inputs)
+    ``buffers`` gives the values of the model's buffers (called only if a pass needs one).
+    A tensor the tracer made from numbers and no literal can hold (RAFT's coordinate grid,
+    Autoformer's index table) has the forward traced again with its factory calls recorded
+    (``factories``), so the code makes it as the forward does; only such forwards are."""
+    gm = trace(model, meta_inputs=inputs, factories=factories)
     gm.meta["buffers"] = buffers  # buffer values, on demand (the model itself is on meta)
     _Shapes(gm).run(*inputs)
     fired = []
@@ -305,7 +309,12 @@ def rewrite(
         prelude = fx_constants.TABLE_HELPER.strip("\n") + ("\n\n\n" + prelude if prelude else "")
     for node in gm.graph.nodes:
         if node.op == "get_attr" and not fx_constants.has_attr(model, str(node.target)):
-            value = getattr(gm, str(node.target), None)  # a constant made during tracing
+            if not factories:  # a constant made during tracing: traced again, its factories as calls
+                try:
+                    return rewrite(model, inputs, passes, helpers, buffers, factories=True)
+                except Exception:  # noqa: BLE001 -- that trace failing leaves the first answer
+                    pass
+            value = getattr(gm, str(node.target), None)
             made = (
                 f"{value.dtype}, {value.numel()} values"
                 if isinstance(value, torch.Tensor)

@@ -132,7 +132,7 @@ def _trace(
     if factories:
         run = _recording_factories(model, run)
     tracer, graph, written = _run(model, new_tracer, run)
-    kept = [where for where, existed in written if existed]
+    kept = [(path, name) for path, name, existed in written if existed]
     if kept:
         # The forward assigned attributes that held a value before it ran. If it reads the old
         # value first (KernelBench's vanilla RNN: ``self.hidden = tanh(... self.hidden ...)``),
@@ -140,8 +140,9 @@ def _trace(
         try:
             tracer, graph, _ = _run(model, new_tracer, run, hide=kept)
         except Exception as err:
+            where = ".".join(["self", *[part for part in kept[0] if part]])
             raise torch.fx.proxy.TraceError(
-                f"the forward assigns {kept[0]}, module state kept across calls that it reads "
+                f"the forward assigns {where}, module state kept across calls that it reads "
                 "before it assigns: a traced graph would drop that assignment"
             ) from err
     return torch.fx.GraphModule(tracer.root, graph, model.__class__.__name__)
@@ -187,18 +188,17 @@ def _run(
     model: torch.nn.Module,
     new_tracer: Callable[[], Any],
     run: Callable[[Any], torch.fx.Graph],
-    hide: Sequence[str] = (),
-) -> tuple[Any, torch.fx.Graph, list[tuple[str, bool]]]:
-    """(tracer, graph, the attributes the forward assigned traced values to, each with whether it
-    held a value before). Those assignments are undone, traced or not: a module left holding a
-    tracing proxy adds nodes to the next graph that reads it. ``hide``: attributes removed while
-    it runs. The graph drops the assignments: what the forward wrote and read back within one
+    hide: Sequence[tuple[str, str]] = (),
+) -> tuple[Any, torch.fx.Graph, list[tuple[str, str, bool]]]:
+    """(tracer, graph, the attributes the forward assigned traced values to: module path, name
+    and whether it held a value before). Those assignments are undone, traced or not: a module
+    left holding a tracing proxy adds nodes to the next graph that reads it. ``hide``: (module
+    path, name) of attributes removed while it runs. The graph drops the assignments: what the forward wrote and read back within one
     call (PatchTST's RevIN keeps its statistics on ``self`` from ``norm`` to ``denorm``) is an
     edge of the graph; a value the forward only writes is not an output (KernelBench compares
     outputs), and the candidate that the graph becomes has no such attribute."""
     before = {path: dict(vars(module)) for path, module in model.named_modules()}
-    for where in hide:
-        path, _, name = where.removeprefix("self.").rpartition(".")
+    for path, name in hide:
         vars(model.get_submodule(path)).pop(name, None)
     tracer = new_tracer()
     tracer.proxy_buffer_attributes = True
@@ -218,9 +218,9 @@ def _run(
     return tracer, graph, written
 
 
-def _put_back(model: torch.nn.Module, before: dict[str, dict[str, Any]]) -> list[tuple[str, bool]]:
+def _put_back(model: torch.nn.Module, before: dict[str, dict[str, Any]]) -> list[tuple[str, str, bool]]:
     """Each attribute the forward assigned a traced value to, as it was in ``before`` (removed
-    where it had none): (where, held a value before) of each. Other attributes stay as the run
+    where it had none): (module path, name, held a value before) of each. Other attributes stay as the run
     left them (the tracer keeps the constants it makes on the root, ``_tensor_constant0``; the
     ones ``hide`` removed come back here)."""
     written = []
@@ -228,7 +228,7 @@ def _put_back(model: torch.nn.Module, before: dict[str, dict[str, Any]]) -> list
         state, old = vars(module), before.get(path, {})
         for name, value in list(state.items()):
             if isinstance(value, torch.fx.Proxy):
-                written.append((f"self.{path}.{name}" if path else f"self.{name}", name in old))
+                written.append((path, name, name in old))
                 del state[name]
         state.update({n: v for n, v in old.items() if n not in state})
     return written

@@ -81,13 +81,6 @@ CAPTURE_DATA_DEPENDENT = (
 )
 
 
-# "device-factories": the body runs under ``torch.device`` of its first tensor input, so a
-# tensor the forward makes without a device (``torch.zeros(b, n).to(device)``, the same values)
-# is made there instead of on the CPU and copied over: a copy from pageable host memory cannot
-# be captured in a CUDA graph (PointNet++'s sampling loop and RAFT's coordinate grid, unseen8:
-# every graph candidate failed so), and in eager each such copy waits for the host.
-
-
 def runner_code(spec: Spec) -> str:
     if spec.runner == "eager":
         return EAGER_RUNNER
@@ -128,7 +121,12 @@ def forward_code(spec: Spec) -> str:
     pre: list[str] = []
     post: list[str] = []
     call = "out = self._kforge_run(*args)"
-    if "device-factories" in spec.flags:  # DEVICE_FACTORIES
+    # "device-factories": the body runs under ``torch.device`` of its first tensor input, so a
+    # tensor the forward makes without a device (``torch.zeros(b, n).to(device)``, the same
+    # values) is made there instead of on the CPU and copied over: a copy from pageable host
+    # memory cannot be captured in a CUDA graph (PointNet++'s sampling loop, unseen8: every
+    # graph candidate failed so), and in eager each such copy waits for the host.
+    if "device-factories" in spec.flags:
         pre += [
             "_kforge_factories = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device('cpu'))"
         ]

@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 from common import header, print_table
 from kforge.tools.compare import compare, fp64_agreement
+from kforge.tools.guards import set_precision_flags
 from kforge.tools.precision import get_precision
 from kforge.tools.task import import_file
 from kforge.tools.trees import flatten
@@ -67,6 +68,14 @@ def main() -> None:
     args = parser.parse_args()
     print(header(" ".join(["python bench/diag_numerics.py", *sys.argv[1:]])), flush=True)
     task, fp32 = import_file(args.task, "diag_task"), get_precision("fp32")
+    # strict fp32 as the judge runs it: cuDNN's TF32 is on by default, and with it eager's own
+    # convolutions were off float64 by 3.6 on EfficientViT (H200, 2026-11-28's first diagnosis)
+    set_precision_flags("fp32")
+    print(
+        f"precision: fp32, TF32 off (matmul {torch.backends.cuda.matmul.allow_tf32},"
+        f" cuDNN {torch.backends.cudnn.allow_tf32})",
+        flush=True,
+    )
     rows = []
     for mode in args.modes.split(","):
         model, _ = _draw(task, args.device, 1)

@@ -18,5 +18,6 @@ def test_the_diagnosis_reports_eager_and_compile_against_float64_per_seed() -> N
         cwd=ROOT / "bench", capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
+    assert "TF32 off (matmul False, cuDNN False)" in done.stdout  # cuDNN's default is True
     rows = [line for line in done.stdout.splitlines() if "│ default" in line]
     assert len(rows) == 2 and all("passes" in row for row in rows), done.stdout

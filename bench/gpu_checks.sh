@@ -97,15 +97,12 @@ for strategy, status, result in rows:
   templates)   # kforge's memory-bound Triton templates (norms, cross-entropy) and its 3xTF32 flash attention
                # against eager and torch.compile: fraction of the measured copy bandwidth, error vs float64
     (cd bench && python3 bench_templates.py && python3 bench_norm_tiles.py && python3 bench_tf32x3_attention.py && python3 bench_tf32x3_attention.py --masks) 2>&1 | tee "$OUT/templates.log" ;;
-  pending)     # what the CPU changed or found and no GPU has run yet (2026-11-28, not yet run; over 10 min in all: run it under `timeout` on a spare GPU beside
-               # the batch, over two calls if need be): DiT's new rewrites, RAFT's device-factories and 3xTF32 convolutions, Mistral's FX setitem path,
-               # EfficientViT's torch.compile against float64, the presplit GEMM's tiles at short K
-    (cd bench && python3 diag_numerics.py ../bench/realistic/unseen9/efficientvit_b1_seg_stage3.py --modes default; \
-      python3 bench_strategies.py ../bench/realistic/dev/dit_xl2_adaln_block.py --match tf32x3-gemm,attention-sdpa; \
-      python3 bench_strategies.py ../bench/realistic/dev/raft_large_correlation_lookup_motion_encoder.py \
-        --match device-factories,tf32x3-conv --no-compile; \
-      python3 bench_strategies.py ../bench/realistic/dev/mistral_7b_sliding_window_attention.py --match attention-sdpa; \
-      python3 bench_tf32x3.py --small-k) 2>&1 | tee "$OUT/pending.log" ;;
+  pending)     # what the CPU changed and no GPU has run yet (2026-11-28; the rest of the earlier list ran that day,
+               # docs/data/pending-2026-11-28/): the factories that name the CPU made on the inputs' device
+               # (RAFT's grid; its graph candidates failed capture): the GPU tests, then RAFT's candidates
+    (python3 -m pytest -q -m gpu tests/test_device_factories.py -p no:cacheprovider; \
+      cd bench && python3 bench_strategies.py ../bench/realistic/dev/raft_large_correlation_lookup_motion_encoder.py \
+        --match device-factories,tf32x3-conv) 2>&1 | tee "$OUT/pending.log" ;;
   realistic)   # issue #34's realistic blocks (bench/realistic/README.md; carry .whl/agent): REALISTIC_SET=dev|heldout|unseen|...|unseen5 (or a list file there, e.g. after-unseen5.txt),
                # REALISTIC_ROUNDS (2), REALISTIC_STRATEGIES (families, as --strategies), REALISTIC_SECONDS (no new
                # task after it; 420), REALISTIC_TIMEOUT (the batch stopped, resumable; REALISTIC_SECONDS + 100). The batch folder comes back in

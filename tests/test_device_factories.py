@@ -19,6 +19,7 @@ from kforge.tools.task import load_task
 
 TASKS = Path(__file__).parent / "fixtures" / "tasks"
 FPS = TASKS / "host_factories_small.py"
+GRID = TASKS / "host_factories_named_cpu.py"  # RAFT's grid: the factories name the CPU
 FLAG = "device-factories"
 
 
@@ -64,6 +65,67 @@ def test_the_candidate_copies_nothing_from_the_host_and_computes_the_reference(l
                 on_meta(points)
             copies[name] = counter.host_copies
     assert copies == {"reference": 4, "candidate": 0}
+    assert "_KforgeOnDevice" not in source  # no factory names the CPU: torch.device, as measured
+
+
+def _host_copies(module: torch.nn.Module, *inputs: torch.Tensor) -> int:
+    """The copies from the CPU that ``module``'s forward makes with its inputs on another device."""
+    counter, on_meta, moved = _OpCounter(), module.to("meta"), [x.to("meta") for x in inputs]
+    with counter:
+        on_meta(*moved)
+    return counter.host_copies
+
+
+def test_factories_that_name_the_cpu_are_made_on_the_inputs_device_too(load_source):
+    task, analysis, specs = _analysis(GRID)
+    assert analysis.features.host_copies == 2 and analysis.features.cpu_factories == 2  # two aranges
+    spec = next(s for s in specs if s.name == "device-factories+cuda-graph")
+    source = registry.build(task, spec, analysis)
+    assert static_cheats(source, task.source, "fp32") == []
+    assert "_kforge_factories = _KforgeOnDevice(" in source
+    reference = load_source(GRID.read_text(), "ref_grid")
+    torch.manual_seed(0)
+    ref = reference.Model()
+    model = load_source(source, "cand_grid").ModelNew()
+    model.load_state_dict(ref.state_dict())
+    (fmap,) = reference.get_inputs()
+    with torch.no_grad():
+        torch.testing.assert_close(model(fmap), ref(fmap), rtol=0, atol=0)
+        assert _host_copies(ref, fmap) == 2 and _host_copies(model, fmap) == 0
+    # torch.device alone leaves the named ones on the CPU: the copies RAFT's graphs failed on
+    plain = load_source(
+        source.replace("_kforge_factories = _KforgeOnDevice(", "_kforge_factories = ("), "cand_grid_plain"
+    ).ModelNew()
+    with torch.no_grad():
+        assert _host_copies(plain, fmap) == 1  # the grid; linspace took the context's device
+
+
+def test_the_mode_leaves_a_factory_drawing_from_a_generator_and_restores_the_default(load_source):
+    task, analysis, specs = _analysis(GRID)
+    source = registry.build(task, next(s for s in specs if s.name == "device-factories+cuda-graph"), analysis)
+    on_device = load_source(source, "cand_grid_mode")._KforgeOnDevice
+    with on_device(torch.device("meta")):
+        assert torch.zeros(2, device="cpu").device.type == "meta"
+        assert torch.arange(3).device.type == "meta"
+        assert torch.randn(2, generator=torch.Generator(), device="cpu").device.type == "cpu"
+    assert torch.zeros(2).device.type == "cpu"
+
+
+def test_dynamo_traces_the_forward_under_the_mode_in_one_graph(load_source):
+    """The graph candidates under torch.compile run their body inside the mode: Dynamo must
+    trace through it, not break the graph at each factory."""
+    task, analysis, specs = _analysis(GRID)
+    source = registry.build(task, next(s for s in specs if s.name == "device-factories+cuda-graph"), analysis)
+    module = load_source(source, "cand_grid_dynamo")
+    reference = load_source(GRID.read_text(), "ref_grid_dynamo")
+    torch.manual_seed(0)
+    model = reference.Model()
+    (fmap,) = reference.get_inputs()
+    torch._dynamo.reset()
+    with torch.no_grad(), module._KforgeOnDevice(torch.device("cpu")):
+        out = torch.compile(model, backend="eager", fullgraph=True)(fmap)
+    with torch.no_grad():
+        torch.testing.assert_close(out, model(fmap), rtol=0, atol=0)
 
 
 @pytest.mark.gpu
@@ -80,5 +142,23 @@ def test_on_a_gpu_only_the_flagged_graph_captures(tmp_path, make_gpu_options):
         [registry.build(task, flagged, analysis), plain],
         make_gpu_options(compile_baseline=False),
     )
+    assert results[0].status is Status.OK, results[0].log[-2000:]
+    assert results[1].status is not Status.OK and "during CUDA graph capture" in results[1].log
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_a_gpu_the_graph_of_a_forward_naming_the_cpu_captures(tmp_path, make_gpu_options):
+    """RAFT's failure (2026-11-28, H200): both graph candidates under ``torch.device`` failed
+    capture on the grid made with ``device="cpu"``."""
+    from kforge.tools.evaluate import evaluate_many
+    from kforge.tools.result import Status
+
+    task, analysis, specs = _analysis(GRID)
+    flagged = registry.build(
+        task, next(s for s in specs if s.name == "device-factories+cuda-graph"), analysis
+    )
+    plain = flagged.replace("_kforge_factories = _KforgeOnDevice(", "_kforge_factories = (")
+    results = evaluate_many(load_task(GRID), [flagged, plain], make_gpu_options(compile_baseline=False))
     assert results[0].status is Status.OK, results[0].log[-2000:]
     assert results[1].status is not Status.OK and "during CUDA graph capture" in results[1].log

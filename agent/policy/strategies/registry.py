@@ -23,7 +23,7 @@ from . import (
     templates,
     tf32x3,
 )
-from .runners import forward_code, runner_code
+from .runners import ON_DEVICE_PRELUDE, forward_code, runner_code
 from .source import REFERENCE_BODY, Body, Spec, render
 
 # The fixed order a planner without a cost model would use (and the ranker's fallback).
@@ -313,8 +313,11 @@ def build(task: Task, spec: Spec, analysis: TaskAnalysis) -> str:
         preludes.append(conv.NCHW_PRELUDE)
     if "bf16" in spec.flags:
         preludes.append(precision.PRELUDE)
+    named_cpu = "device-factories" in spec.flags and analysis.features.cpu_factories > 0
+    if named_cpu:
+        preludes.append(ON_DEVICE_PRELUDE)
     body = Body(method=body.method, prelude="\n\n".join(p.strip("\n") for p in preludes))
-    return render(task.source, spec, body, runner_code(spec), forward_code(spec))
+    return render(task.source, spec, body, runner_code(spec), forward_code(spec, named_cpu))
 
 
 def _base_families() -> dict[str, str]:

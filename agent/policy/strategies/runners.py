@@ -116,8 +116,32 @@ def _compile_args(spec: Spec) -> str:
     return f"mode={spec.mode!r}"
 
 
-def forward_code(spec: Spec) -> str:
-    """``forward``: flags set before the run and restored after it."""
+# With device-factories, where the forward names the CPU for a factory (RAFT's
+# ``make_coords_grid(b, h, w, device="cpu")``, then ``.to(device)``), which ``torch.device``
+# leaves on the CPU: a mode that moves those too, unless they draw from a generator (whose
+# device they must share). Only for such forwards (``features.cpu_factories``): the others keep
+# ``torch.device``, which Dynamo knows by name.
+ON_DEVICE_PRELUDE = '''
+class _KforgeOnDevice(torch.overrides.TorchFunctionMode):
+    """torch.device(device), and the factory calls that name the CPU made there as well."""
+
+    def __init__(self, device):
+        super().__init__()
+        self.device = device
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in torch.utils._device._device_constructors() and kwargs.get("generator") is None:
+            named = kwargs.get("device")
+            if named is None or torch.device(named).type == "cpu":
+                kwargs["device"] = self.device
+        return func(*args, **kwargs)
+'''
+
+
+def forward_code(spec: Spec, named_cpu: bool = False) -> str:
+    """``forward``: flags set before the run and restored after it. ``named_cpu``: the forward
+    names the CPU in a factory call, and device-factories moves those calls too."""
     pre: list[str] = []
     post: list[str] = []
     call = "out = self._kforge_run(*args)"
@@ -127,8 +151,9 @@ def forward_code(spec: Spec) -> str:
     # memory cannot be captured in a CUDA graph (PointNet++'s sampling loop, unseen8: every
     # graph candidate failed so), and in eager each such copy waits for the host.
     if "device-factories" in spec.flags:
+        device = "next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device('cpu'))"
         pre += [
-            "_kforge_factories = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device('cpu'))"
+            f"_kforge_factories = _KforgeOnDevice({device})" if named_cpu else f"_kforge_factories = {device}"
         ]
         call = "with _kforge_factories:\n        out = self._kforge_run(*args)"
     if "cudnn-benchmark" in spec.flags:

@@ -152,6 +152,64 @@ print(worst, nan_rows)
     assert int(nan_rows) == 0 and float(worst) < 3.0, (worst, nan_rows)
 
 
+def test_a_mask_built_from_the_inputs_skips_its_masked_blocks_and_sweeps_again_where_a_row_has_none(
+    interpreted,
+):
+    """Mistral's mask: the causal window and the padding joined into one (B, 1, L, S) bias from
+    the ``attention_mask`` input, which the analysis cannot prove a window, so the kernel reads
+    it as a tile. Cells of it all at ``finfo.min`` (or -inf) are passed over; the output is the
+    one without skipping, bit for bit, also where left padding leaves a row no key (equal
+    weights over every key from ``finfo.min``, NaN from -inf: that block is swept again). A kept
+    cell wrongly marked masked moves the output (the map is what the kernel skips by), and a map
+    with every cell masked is swept again whole."""
+    code = """
+B, H, HKV, L, D, W = 2, 4, 2, 80, 32, 24
+q, k, v = torch.randn(B, H, L, D), torch.randn(B, HKV, L, D), torch.randn(B, HKV, L, D)
+i = torch.arange(L)
+outside = (i[None, :] > i[:, None]) | (i[None, :] <= i[:, None] - W)
+kept = torch.ones(B, L, dtype=torch.bool)
+kept[1, :30] = False  # batch 1 padded on the left: its first 30 queries see no key
+masked = outside[None, None] | ~kept[:, None, None, :]
+low = torch.finfo(torch.float32).min
+
+def run(bias, skip=True):
+    A.SKIP_MASKED = skip
+    try:
+        return A.sdpa(q, k, v, False, None, bias)
+    finally:
+        A.SKIP_MASKED = True
+
+same = []
+for fill in (low, float("-inf")):
+    bias = torch.zeros(B, 1, L, L).masked_fill(masked, fill)
+    same.append(torch.equal(run(bias).nan_to_num(7.0), run(bias, skip=False).nan_to_num(7.0)))
+bias = torch.zeros(B, 1, L, L).masked_fill(masked, low)
+ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=bias.double(), enable_gqa=True)
+err = float((run(bias).double() - ref).abs().max())
+cells = A._masked_cells(bias.expand(B, H, L, L))
+share = float(cells.float().mean())
+real = A._masked_cells
+
+def wrong(tile):
+    c = real(tile).clone()
+    c[:, :, 4, 4] = 1  # queries and keys 64-79: the diagonal, kept
+    return c
+
+A._masked_cells = wrong
+moved = not torch.equal(run(bias), run(bias, skip=False))
+A._masked_cells = lambda tile: torch.ones_like(real(tile))
+whole = torch.equal(run(bias), run(bias, skip=False))
+A._masked_cells = real
+print(all(same), err, share, moved, whole, tuple(cells.shape))
+"""
+    same, err, share, moved, whole, shape = interpreted(CODE_PRELUDE + code).split(" ", 5)
+    assert same == "True", "skipping changed the output"
+    assert float(err) < 2e-6  # and it is attention: float64's, equal weights on the padded rows included
+    assert 0.3 < float(share) < 0.9, share  # cells outside the window and on the padding
+    assert moved == "True" and whole == "True", (moved, whole)
+    assert shape == "(2, 4, 5, 5)"
+
+
 def test_a_sliding_window_matches_float64_and_a_wider_one_does_not(interpreted):
     """Mistral's and Gemma's local layers: the causal mask within the last ``window`` keys, with
     grouped heads and with a key bias, windows narrower and wider than a key tile (16 under the

@@ -27,6 +27,15 @@ and Swin's relative-position bias, with a padding mask added), read as a tile. A
 every key is masked with -inf gives NaN, as PyTorch's math path does; one masked with
 ``finfo.min`` gives it equal weights, as PyTorch's softmax does.
 
+A tile alone (no key bias beside it) is also read as a map of CELL x CELL cells: the key
+blocks whose cells are all at most SKIP_BELOW are passed over, as the causal mask's are. That
+is the same softmax wherever a skipped score, at most |q| max|k| |scale| + SKIP_BELOW, lies
+more than 200 (log2 units) below its row's maximum, so that exp2 gives 0 there in fp32; a block
+with a row where that is not so (a row with every key masked, whose equal weights or NaN come
+from every key; inf or NaN in q or k) is swept again without skipping. A mask built from the
+inputs (Mistral's window and padding, which the analysis cannot prove a window) then costs
+the blocks it keeps, not all of them.
+
 kforge's own kernel, tested against float64 (tests/test_tf32x3_attention.py); candidates call
 it through ``sdpa``: the custom op ``kforge::tf32x3_sdpa`` under torch.compile (one graph).
 """
@@ -44,6 +53,13 @@ from .tf32x3 import _tf32_round
 
 MAX_HEAD_DIM = 256  # above 128 (Gemma's 256), smaller tiles: _wide_configs
 LOG2E = 1.4426950408889634
+# A bias tile (the per-query-and-key mask) is read in CELL x CELL cells: where every value of a
+# cell is at most SKIP_BELOW the kernel passes over the key blocks it covers (a mask built from
+# the inputs, which the analysis cannot prove causal or a window: Mistral's, with its padding,
+# had every key block swept, 2026-11-28). CELL divides every tile size.
+CELL: tl.constexpr = tl.constexpr(16)
+SKIP_BELOW: tl.constexpr = tl.constexpr(-1e30)
+SKIP_MASKED = True  # tests turn it off to compare the sweep without skipping, bit for bit
 
 
 @triton.jit
@@ -75,14 +91,89 @@ def _log2_units(bias):
 
 
 @triton.jit
+def _sweep(
+    q_big, q_small, k_base, v_base, bias_base, row_base, skip_base, rows, pid_m, L, S, qk_scale, WINDOW,
+    stride_ks, stride_kd, stride_vs, stride_vd, stride_bl, stride_bs, stride_rs, stride_cq, stride_ck,
+    CAUSAL: tl.constexpr, BIAS: tl.constexpr, SKIP: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, D,
+):  # fmt: skip
+    """The online softmax over the key blocks of one query block: (row max, row sum, the
+    unnormalised output, whether a block was skipped). ``SKIP``: pass over the key blocks whose
+    every bias cell is at most SKIP_BELOW (``skip_base``: one int8 a CELL x CELL cell)."""
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    mask_d = offs_d < D
+    m_i = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
+    skipped = tl.sum(tl.zeros((BLOCK_M,), dtype=tl.int32), 0)  # an int32 the loop carries
+    lo = 0
+    hi = S
+    if CAUSAL:  # under a sliding window too: key j seen by query i when i - WINDOW < j <= i
+        hi = tl.minimum(S, (pid_m + 1) * BLOCK_M)
+        lo = tl.maximum(0, pid_m * BLOCK_M - WINDOW + 1) // BLOCK_N * BLOCK_N
+    for start in range(lo, hi, BLOCK_N):
+        masked = 0
+        if SKIP:  # the cells under this (query block, key block) tile, past the ends counted masked
+            cq = pid_m * (BLOCK_M // CELL) + tl.arange(0, BLOCK_M // CELL)
+            ck = start // CELL + tl.arange(0, BLOCK_N // CELL)
+            cells = tl.load(
+                skip_base + cq[:, None].to(tl.int64) * stride_cq + ck[None, :].to(tl.int64) * stride_ck,
+                mask=(cq[:, None] * CELL < L) & (ck[None, :] * CELL < S),
+                other=1,
+            )
+            masked = tl.min(tl.min(cells, 1), 0).to(tl.int32)
+        if masked == 0:
+            cols = start + offs_n
+            k_big, k_small = _parts(
+                k_base + cols[None, :].to(tl.int64) * stride_ks + offs_d[:, None] * stride_kd,
+                (cols[None, :] < S) & mask_d[:, None],
+            )
+            s = _dot3(q_big, q_small, k_big, k_small) * qk_scale  # log2 units: exp2 below
+            if BIAS % 2 == 1:  # a key bias: one row for every query (a padding mask, ALiBi)
+                bias = tl.load(row_base + cols.to(tl.int64) * stride_rs, mask=cols < S, other=0.0)
+                s += _log2_units(bias)[None, :]
+            if BIAS >= 2:  # a bias per query and key (T5's position bias, Swin's)
+                tile = (
+                    bias_base
+                    + rows[:, None].to(tl.int64) * stride_bl
+                    + cols[None, :].to(tl.int64) * stride_bs
+                )
+                bias = tl.load(tile, mask=(rows[:, None] < L) & (cols[None, :] < S), other=0.0)
+                s += _log2_units(bias)
+            keep = cols[None, :] < S
+            if CAUSAL:
+                keep = keep & (cols[None, :] <= rows[:, None]) & (rows[:, None] - cols[None, :] < WINDOW)
+            s = tl.where(keep, s, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            # -inf while every key so far is masked (a bias, or a window past a row's first block):
+            # subtract 0 there, not -inf (NaN)
+            m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
+            p = tl.math.exp2(s - m_ref[:, None])
+            alpha = tl.math.exp2(m_i - m_ref)
+            l_i = l_i * alpha + tl.sum(p, 1)
+            v_big, v_small = _parts(
+                v_base + cols[:, None].to(tl.int64) * stride_vs + offs_d[None, :] * stride_vd,
+                (cols[:, None] < S) & mask_d[None, :],
+            )
+            p_big = _tf32_round(p)
+            acc = acc * alpha[:, None] + _dot3(p_big, _tf32_round(p - p_big), v_big, v_small)
+            m_i = m_new
+        else:
+            skipped = skipped + 1
+    return m_i, l_i, acc, skipped
+
+
+@triton.jit
 def attention_kernel(
-    q_ptr, k_ptr, v_ptr, o_ptr, bias_ptr, row_ptr, HQ, GROUP, L, S, D, qk_scale, WINDOW,
+    q_ptr, k_ptr, v_ptr, o_ptr, bias_ptr, row_ptr, skip_ptr, knorm_ptr, HQ, GROUP, L, S, D, qk_scale, WINDOW,
     stride_qb, stride_qh, stride_ql, stride_qd,
     stride_kb, stride_kh, stride_ks, stride_kd,
     stride_vb, stride_vh, stride_vs, stride_vd,
     stride_bb, stride_bh, stride_bl, stride_bs,
     stride_rb, stride_rh, stride_rs,
-    CAUSAL: tl.constexpr, BIAS: tl.constexpr,
+    stride_cb, stride_ch, stride_cq, stride_ck,
+    CAUSAL: tl.constexpr, BIAS: tl.constexpr, SKIP: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
     pid_m = tl.program_id(0)
@@ -95,8 +186,8 @@ def attention_kernel(
     v_base = v_ptr + b * stride_vb + kv * stride_vh
     bias_base = bias_ptr + b * stride_bb + h * stride_bh
     row_base = row_ptr + b * stride_rb + h * stride_rh
+    skip_base = skip_ptr + b * stride_cb + h * stride_ch
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
     mask_d = offs_d < D
     q = tl.load(
@@ -106,46 +197,26 @@ def attention_kernel(
     )
     q_big = _tf32_round(q)
     q_small = _tf32_round(q - q_big)
-    m_i = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
-    l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
-    acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
-    lo = 0
-    hi = S
-    if CAUSAL:  # under a sliding window too: key j seen by query i when i - WINDOW < j <= i
-        hi = tl.minimum(S, (pid_m + 1) * BLOCK_M)
-        lo = tl.maximum(0, pid_m * BLOCK_M - WINDOW + 1) // BLOCK_N * BLOCK_N
-    for start in range(lo, hi, BLOCK_N):
-        cols = start + offs_n
-        k_big, k_small = _parts(
-            k_base + cols[None, :].to(tl.int64) * stride_ks + offs_d[:, None] * stride_kd,
-            (cols[None, :] < S) & mask_d[:, None],
-        )
-        s = _dot3(q_big, q_small, k_big, k_small) * qk_scale  # log2 units: exp2 below
-        if BIAS % 2 == 1:  # a key bias: one row for every query (a padding mask, ALiBi)
-            bias = tl.load(row_base + cols.to(tl.int64) * stride_rs, mask=cols < S, other=0.0)
-            s += _log2_units(bias)[None, :]
-        if BIAS >= 2:  # a bias per query and key (T5's position bias, Swin's)
-            tile = bias_base + rows[:, None].to(tl.int64) * stride_bl + cols[None, :].to(tl.int64) * stride_bs
-            bias = tl.load(tile, mask=(rows[:, None] < L) & (cols[None, :] < S), other=0.0)
-            s += _log2_units(bias)
-        keep = cols[None, :] < S
-        if CAUSAL:
-            keep = keep & (cols[None, :] <= rows[:, None]) & (rows[:, None] - cols[None, :] < WINDOW)
-        s = tl.where(keep, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        # -inf while every key so far is masked (a bias, or a window past a row's first block):
-        # subtract 0 there, not -inf (NaN)
-        m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
-        p = tl.math.exp2(s - m_ref[:, None])
-        alpha = tl.math.exp2(m_i - m_ref)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        v_big, v_small = _parts(
-            v_base + cols[:, None].to(tl.int64) * stride_vs + offs_d[None, :] * stride_vd,
-            (cols[:, None] < S) & mask_d[None, :],
-        )
-        p_big = _tf32_round(p)
-        acc = acc * alpha[:, None] + _dot3(p_big, _tf32_round(p - p_big), v_big, v_small)
-        m_i = m_new
+    m_i, l_i, acc, skipped = _sweep(
+        q_big, q_small, k_base, v_base, bias_base, row_base, skip_base, rows, pid_m, L, S, qk_scale, WINDOW,
+        stride_ks, stride_kd, stride_vs, stride_vd, stride_bl, stride_bs, stride_rs, stride_cq, stride_ck,
+        CAUSAL, BIAS, SKIP, BLOCK_M, BLOCK_N, BLOCK_D, D,
+    )  # fmt: skip
+    if SKIP:
+        # A skipped score is q.k * scale + a bias of at most SKIP_BELOW, so below
+        # |q| max|k| |scale| + SKIP_BELOW: where that is more than 200 (log2 units) under the
+        # row's max, exp2 is 0 there in fp32 and the softmax is the one over every key. Else (a
+        # row with every key masked, whose equal weights or NaN come from every key; inf or NaN
+        # in q or k) the block is swept again without skipping.
+        knorm = tl.load(knorm_ptr + b * (HQ // GROUP) + kv)
+        reach = tl.sqrt(tl.sum(q * q, 1)) * knorm * tl.abs(qk_scale) * 1.001 + SKIP_BELOW * 1.4426950408889634
+        unsafe = tl.sum(tl.where((reach - m_i < -200.0) | (rows >= L), 0, 1), 0)
+        if (unsafe > 0) & (skipped > 0):
+            m_i, l_i, acc, skipped = _sweep(
+                q_big, q_small, k_base, v_base, bias_base, row_base, skip_base, rows, pid_m, L, S, qk_scale,
+                WINDOW, stride_ks, stride_kd, stride_vs, stride_vd, stride_bl, stride_bs, stride_rs, stride_cq,
+                stride_ck, CAUSAL, BIAS, False, BLOCK_M, BLOCK_N, BLOCK_D, D,
+            )  # fmt: skip
     out = acc / l_i[:, None]
     o = o_ptr + pid_bh.to(tl.int64) * L * D + rows[:, None].to(tl.int64) * D + offs_d[None, :]
     tl.store(o, out, mask=(rows[:, None] < L) & mask_d[None, :])
@@ -185,7 +256,7 @@ def _tiles(shapes: list[tuple[int, int, int, int]]) -> list[triton.Config]:
 
 
 # Autotuned per shape on the GPU; the interpreter (CI) has no benchmarker: one small tile.
-_KEY = ["L", "S", "D", "CAUSAL", "BIAS"]
+_KEY = ["L", "S", "D", "CAUSAL", "BIAS", "SKIP"]
 _kernel = Tuned(attention_kernel, _configs(), _KEY, {"BLOCK_M": 16, "BLOCK_N": 16})
 _wide_kernel = Tuned(attention_kernel, _wide_configs(), _KEY, {"BLOCK_M": 16, "BLOCK_N": 16})
 
@@ -225,6 +296,24 @@ def unsupported(
         if not broadcast:
             return f"the mask {tuple(bias.shape)} does not broadcast to the scores {scores}"
     return ""
+
+
+def _masked_cells(tile: torch.Tensor) -> torch.Tensor:
+    """(B, Hq, L, S) bias, any strides -> (B, Hq, ceil(L / CELL), ceil(S / CELL)) int8: 1 where
+    every value of the cell is at most SKIP_BELOW (past the ends counts as masked), computed
+    once over the dimensions the bias does not broadcast over and expanded as the bias is."""
+    cell = CELL.value
+    src = tile
+    for dim in (0, 1):  # one head (one batch entry) where the bias is the same for all
+        if src.stride(dim) == 0:
+            src = src.narrow(dim, 0, 1)
+    length, keys = src.shape[-2:]
+    pad_l, pad_s = -length % cell, -keys % cell
+    if pad_l or pad_s:
+        src = torch.nn.functional.pad(src, (0, pad_s, 0, pad_l), value=float("-inf"))
+    b, h = src.shape[:2]
+    peaks = src.reshape(b, h, (length + pad_l) // cell, cell, (keys + pad_s) // cell, cell).amax((3, 5))
+    return (peaks <= SKIP_BELOW.value).to(torch.int8).expand(tile.shape[0], tile.shape[1], -1, -1)
 
 
 def _sdpa(
@@ -274,13 +363,17 @@ def _sdpa(
     tile_strides = (0, 0, 0, 0) if tile is None else tile.stride()
     row_strides = (0, 0, 0) if row is None else (row.stride(0), row.stride(1), row.stride(3))
     empty = q.new_empty(0)
+    skip = SKIP_MASKED and kind == 2  # a tile alone: no key bias can lift a masked cell
+    cells = _masked_cells(tile) if skip and tile is not None else empty
+    knorm = torch.linalg.vector_norm(k, dim=-1).amax(-1).contiguous() if skip else empty  # (B, Hkv)
+    cell_strides = cells.stride() if skip else (0, 0, 0, 0)
     (_kernel if d <= 128 else _wide_kernel)(
-        (length, s, d, bool(is_causal), kind),
+        (length, s, d, bool(is_causal), kind, skip),
         lambda meta: (cdiv(length, meta["BLOCK_M"]), batch * hq),
-        q, k, v, out, empty if tile is None else tile, empty if row is None else row,
+        q, k, v, out, empty if tile is None else tile, empty if row is None else row, cells, knorm,
         hq, hq // hk, length, s, d, qk_scale, window if window > 0 else length + s,
-        *q.stride(), *k.stride(), *v.stride(), *tile_strides, *row_strides,
-        CAUSAL=bool(is_causal), BIAS=kind, BLOCK_D=max(16, next_power_of_2(d)),
+        *q.stride(), *k.stride(), *v.stride(), *tile_strides, *row_strides, *cell_strides,
+        CAUSAL=bool(is_causal), BIAS=kind, SKIP=skip, BLOCK_D=max(16, next_power_of_2(d)),
     )  # fmt: skip
     return out.squeeze(1) if flat else out
 

@@ -159,7 +159,8 @@ def test_a_mask_built_from_the_inputs_skips_its_masked_blocks_and_sweeps_again_w
     the ``attention_mask`` input, which the analysis cannot prove a window, so the kernel reads
     it as a tile. Cells of it all at ``finfo.min`` (or -inf) are passed over; the output is the
     one without skipping, bit for bit, also where left padding leaves a row no key (equal
-    weights over every key from ``finfo.min``, NaN from -inf: that block is swept again). A kept
+    weights over every key from ``finfo.min``, NaN from -inf: that block is swept again; so is
+    one where a value is not finite, whose product with a weight of 0 is NaN). A kept
     cell wrongly marked masked moves the output (the map is what the kernel skips by), and a map
     with every cell masked is swept again whole."""
     code = """
@@ -200,6 +201,8 @@ moved = not torch.equal(run(bias), run(bias, skip=False))
 A._masked_cells = lambda tile: torch.ones_like(real(tile))
 whole = torch.equal(run(bias), run(bias, skip=False))
 A._masked_cells = real
+v[1, :, 3] = float("inf")  # a padded key's value: its weight 0 times inf is NaN in the softmax's product
+same.append(torch.equal(run(bias).nan_to_num(7.0), run(bias, skip=False).nan_to_num(7.0)))
 print(all(same), err, share, moved, whole, tuple(cells.shape))
 """
     same, err, share, moved, whole, shape = interpreted(CODE_PRELUDE + code).split(" ", 5)

@@ -32,7 +32,7 @@ blocks whose cells are all at most SKIP_BELOW are passed over, as the causal mas
 is the same softmax wherever a skipped score, at most |q| max|k| |scale| + SKIP_BELOW, lies
 more than 200 (log2 units) below its row's maximum, so that exp2 gives 0 there in fp32; a block
 with a row where that is not so (a row with every key masked, whose equal weights or NaN come
-from every key; inf or NaN in q or k) is swept again without skipping. A mask built from the
+from every key; inf or NaN in q, k or v) is swept again without skipping. A mask built from the
 inputs (Mistral's window and padding, which the analysis cannot prove a window) then costs
 the blocks it keeps, not all of them.
 
@@ -365,7 +365,12 @@ def _sdpa(
     empty = q.new_empty(0)
     skip = SKIP_MASKED and kind == 2  # a tile alone: no key bias can lift a masked cell
     cells = _masked_cells(tile) if skip and tile is not None else empty
-    knorm = torch.linalg.vector_norm(k, dim=-1).amax(-1).contiguous() if skip else empty  # (B, Hkv)
+    knorm = empty
+    if (
+        skip
+    ):  # (B, Hkv): the longest key; inf where a value is not finite (0 * inf is NaN in the softmax's product)
+        knorm = torch.linalg.vector_norm(k, dim=-1).amax(-1)
+        knorm = torch.where(torch.isfinite(v).flatten(2).all(-1), knorm, float("inf")).contiguous()
     cell_strides = cells.stride() if skip else (0, 0, 0, 0)
     (_kernel if d <= 128 else _wide_kernel)(
         (length, s, d, bool(is_causal), kind, skip),

@@ -56,6 +56,11 @@ def ptrs(*names: str, dtype: str = "*fp32") -> dict[str, str]:
     return dict.fromkeys(names, dtype)
 
 
+# the flash kernel's operands; its map of masked cells is int8
+ATTENTION = ptrs("q_ptr", "k_ptr", "v_ptr", "o_ptr", "bias_ptr", "row_ptr", "knorm_ptr") | {
+    "qk_scale": "fp32", "skip_ptr": "*i8"
+}  # fmt: skip
+
 CASES = [
     ("norm", norms.norm_kernel, ptrs("x_ptr", "r_ptr", "w_ptr", "b_ptr", "y_ptr", "h_ptr") | {"eps": "fp32"},
      dict(HAS_RES=True, STORE_H=True, HAS_W=True, HAS_B=True, RMS=False, BLOCK_N=1024), norms._configs()),
@@ -73,20 +78,26 @@ CASES = [
     ("3xTF32 convolution", conv.conv_kernel, ptrs("x_ptr", "wb_ptr", "ws_ptr", "bias_ptr", "res_ptr", "y_ptr"),
      dict(KH=3, KW=3, HAS_BIAS=True, HAS_RES=True, ACT=1), conv._configs()),
     ("3xTF32 flash attention", attention.attention_kernel,
-     ptrs("q_ptr", "k_ptr", "v_ptr", "o_ptr", "bias_ptr", "row_ptr") | {"qk_scale": "fp32"},
-     dict(CAUSAL=True, BIAS=0, BLOCK_D=64), attention._configs()),
+     ATTENTION,
+     dict(CAUSAL=True, BIAS=0, SKIP=False, BLOCK_D=64), attention._configs()),
     ("3xTF32 flash attention, a key bias", attention.attention_kernel,
-     ptrs("q_ptr", "k_ptr", "v_ptr", "o_ptr", "bias_ptr", "row_ptr") | {"qk_scale": "fp32"},
-     dict(CAUSAL=True, BIAS=1, BLOCK_D=64), attention._configs()[:1]),
+     ATTENTION,
+     dict(CAUSAL=True, BIAS=1, SKIP=False, BLOCK_D=64), attention._configs()[:1]),
     ("3xTF32 flash attention, a bias per query", attention.attention_kernel,
-     ptrs("q_ptr", "k_ptr", "v_ptr", "o_ptr", "bias_ptr", "row_ptr") | {"qk_scale": "fp32"},
-     dict(CAUSAL=False, BIAS=2, BLOCK_D=128), attention._configs()[:1]),
+     ATTENTION,
+     dict(CAUSAL=False, BIAS=2, SKIP=False, BLOCK_D=128), attention._configs()[:1]),
     ("3xTF32 flash attention, a tile and a key row", attention.attention_kernel,
-     ptrs("q_ptr", "k_ptr", "v_ptr", "o_ptr", "bias_ptr", "row_ptr") | {"qk_scale": "fp32"},
-     dict(CAUSAL=False, BIAS=3, BLOCK_D=64), attention._configs()[:1]),
+     ATTENTION,
+     dict(CAUSAL=False, BIAS=3, SKIP=False, BLOCK_D=64), attention._configs()[:1]),
     ("3xTF32 flash attention, head dim 256", attention.attention_kernel,
-     ptrs("q_ptr", "k_ptr", "v_ptr", "o_ptr", "bias_ptr", "row_ptr") | {"qk_scale": "fp32"},
-     dict(CAUSAL=True, BIAS=0, BLOCK_D=256), attention._wide_configs()),
+     ATTENTION,
+     dict(CAUSAL=True, BIAS=0, SKIP=False, BLOCK_D=256), attention._wide_configs()),
+    ("3xTF32 flash attention, a tile's masked blocks skipped", attention.attention_kernel,
+     ATTENTION,
+     dict(CAUSAL=False, BIAS=2, SKIP=True, BLOCK_D=128), attention._configs()),
+    ("3xTF32 flash attention, head dim 256, masked blocks skipped", attention.attention_kernel,
+     ATTENTION,
+     dict(CAUSAL=True, BIAS=2, SKIP=True, BLOCK_D=256), attention._wide_configs()),
 ]  # fmt: skip
 
 

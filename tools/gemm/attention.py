@@ -316,6 +316,15 @@ def _masked_cells(tile: torch.Tensor) -> torch.Tensor:
     return (peaks <= SKIP_BELOW.value).to(torch.int8).expand(tile.shape[0], tile.shape[1], -1, -1)
 
 
+def _skip_operands(tile: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The map of the tile's masked cells, and per (batch, key head) the longest key's norm for
+    the kernel's bound: inf where a value is not finite (a weight of 0 times inf is NaN in the
+    softmax's product, so that block is swept whole)."""
+    knorm = torch.linalg.vector_norm(k, dim=-1).amax(-1)
+    knorm = torch.where(torch.isfinite(v).flatten(2).all(-1), knorm, float("inf"))
+    return _masked_cells(tile), knorm.contiguous()
+
+
 def _sdpa(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -363,14 +372,8 @@ def _sdpa(
     tile_strides = (0, 0, 0, 0) if tile is None else tile.stride()
     row_strides = (0, 0, 0) if row is None else (row.stride(0), row.stride(1), row.stride(3))
     empty = q.new_empty(0)
-    skip = SKIP_MASKED and kind == 2  # a tile alone: no key bias can lift a masked cell
-    cells = _masked_cells(tile) if skip and tile is not None else empty
-    knorm = empty
-    if (
-        skip
-    ):  # (B, Hkv): the longest key; inf where a value is not finite (0 * inf is NaN in the softmax's product)
-        knorm = torch.linalg.vector_norm(k, dim=-1).amax(-1)
-        knorm = torch.where(torch.isfinite(v).flatten(2).all(-1), knorm, float("inf")).contiguous()
+    skip = SKIP_MASKED and tile is not None and row is None  # a tile alone: no key bias lifts a masked cell
+    cells, knorm = _skip_operands(tile, k, v) if skip and tile is not None else (empty, empty)
     cell_strides = cells.stride() if skip else (0, 0, 0, 0)
     (_kernel if d <= 128 else _wide_kernel)(
         (length, s, d, bool(is_causal), kind, skip),

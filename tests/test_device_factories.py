@@ -45,6 +45,14 @@ def test_graph_candidates_make_the_forward_s_tensors_on_its_device():
     assert plain.features.host_copies == 0 and not [s for s in plain_specs if FLAG in s.flags]
 
 
+def _host_copies(module: torch.nn.Module, *inputs: torch.Tensor) -> int:
+    """The copies from the CPU that ``module``'s forward makes with its inputs on another device."""
+    counter, on_meta, moved = _OpCounter(), module.to("meta"), [x.to("meta") for x in inputs]
+    with counter:
+        on_meta(*moved)
+    return counter.host_copies
+
+
 def test_the_candidate_copies_nothing_from_the_host_and_computes_the_reference(load_source):
     task, analysis, specs = _analysis(FPS)
     spec = next(s for s in specs if s.name == "device-factories+cuda-graph")
@@ -58,22 +66,9 @@ def test_the_candidate_copies_nothing_from_the_host_and_computes_the_reference(l
     (xyz,) = reference.get_inputs()
     with torch.no_grad():
         torch.testing.assert_close(model(xyz), ref(xyz), rtol=0, atol=0)  # on the CPU: the same ops
-        copies = {}
-        for name, module in (("reference", ref), ("candidate", model)):  # the inputs on another device
-            counter, on_meta, points = _OpCounter(), module.to("meta"), xyz.to("meta")
-            with counter:
-                on_meta(points)
-            copies[name] = counter.host_copies
+        copies = {"reference": _host_copies(ref, xyz), "candidate": _host_copies(model, xyz)}
     assert copies == {"reference": 4, "candidate": 0}
     assert "_KforgeOnDevice" not in source  # no factory names the CPU: torch.device, as measured
-
-
-def _host_copies(module: torch.nn.Module, *inputs: torch.Tensor) -> int:
-    """The copies from the CPU that ``module``'s forward makes with its inputs on another device."""
-    counter, on_meta, moved = _OpCounter(), module.to("meta"), [x.to("meta") for x in inputs]
-    with counter:
-        on_meta(*moved)
-    return counter.host_copies
 
 
 def test_factories_that_name_the_cpu_are_made_on_the_inputs_device_too(load_source):

@@ -616,6 +616,38 @@ def test_on_the_gpu_alibi_and_a_padding_mask_stay_at_fp32s_error():
         assert err < 1.5 * fp32_err + 1e-8, (tuple(q.shape), err, fp32_err)
 
 
+@pytest.mark.gpu
+def test_on_the_gpu_skipping_a_masks_blocks_changes_no_bit():
+    """The interpreter's test of the skipped blocks at a GPU's tiles: Mistral's window and
+    padding as one (B, 1, L, S) tile (2 x 32 query heads over 8, 1024 tokens, window 256, the
+    second entry padded on the left past the window), skipped and swept whole: the same
+    output bit for bit, at fp32's error against float64."""
+    from kforge.tools.gemm import attention
+
+    torch.manual_seed(0)
+    F = torch.nn.functional
+    q = torch.randn(2, 32, 1024, 128, device="cuda")
+    k, v = torch.randn(2, 8, 1024, 128, device="cuda"), torch.randn(2, 8, 1024, 128, device="cuda")
+    i = torch.arange(1024, device="cuda")
+    kept = torch.ones(2, 1024, dtype=torch.bool, device="cuda")
+    kept[1, :300] = False
+    masked = (i[None, :] > i[:, None]) | (i[None, :] <= i[:, None] - 256) | ~kept[:, None, None, :]
+    bias = torch.zeros(2, 1, 1024, 1024, device="cuda").masked_fill(masked, torch.finfo(torch.float32).min)
+    out = attention.sdpa(q, k, v, False, None, bias)
+    attention.SKIP_MASKED = False
+    try:
+        whole = attention.sdpa(q, k, v, False, None, bias)
+    finally:
+        attention.SKIP_MASKED = True
+    assert torch.equal(out, whole)
+    ref = F.scaled_dot_product_attention(
+        q.double(), k.double(), v.double(), attn_mask=bias.double(), enable_gqa=True
+    )
+    fp32 = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, enable_gqa=True)
+    err, fp32_err = (float((o.double() - ref).norm() / ref.norm()) for o in (out, fp32))
+    assert err < 1.5 * fp32_err + 1e-8, (err, fp32_err)
+
+
 def test_attention_on_the_kernel_puts_the_family_first_in_round_one(monkeypatch, tmp_path):
     """The ranker's features do not see attention; what the analysis found does: with the
     attention on the kernel, tf32x3-gemm is the first candidate of round one (Llama's attention

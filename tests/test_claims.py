@@ -105,7 +105,7 @@ def test_a_stale_output_one_probe_cannot_tell_from_its_answer_is_still_stale() -
     answers = [torch.randn(4096, dtype=torch.float64) for _ in range(2)]
     checksum = Checksum(12345, torch.device("cpu"))
     expected = [(checksum.of(a), norms(a)) for a in answers]
-    sign = checksum.weights[0, :4096]
+    sign = checksum.weights[0, :4096].double()
     gap = answers[0] - answers[1]
     stale = answers[1] + gap - (gap @ sign) / 4096 * sign  # set 0's answer, less its probe-0 miss
     assert abs(checksum.of(stale)[0][0] - expected[1][0][0][0]) < 1e-9 * expected[1][1][0]

@@ -29,7 +29,8 @@ import torch
 
 from .trees import flatten
 
-CHUNK = 1 << 22  # elements per slice (float64 temporaries of 32 MB)
+CHUNK = 1 << 22  # weights per probe, reused along the tensor
+STEP = 1 << 21  # elements made float64 at a time (with one probe's weights: 32 MB of temporaries)
 K_SIGMA = 6.0
 PROBES = 3  # independent sign vectors: a stale output is CLOSE on all of them about 1e-6 of the time
 
@@ -37,8 +38,9 @@ PROBES = 3  # independent sign vectors: a stale output is CLOSE on all of them a
 class Checksum:
     def __init__(self, seed: int, device: torch.device) -> None:
         generator = torch.Generator(device=device).manual_seed(seed)
-        bits = torch.randint(0, 2, (PROBES, CHUNK), generator=generator, device=device)
-        self.weights = bits.to(torch.float64) * 2 - 1
+        bits = torch.randint(0, 2, (PROBES, CHUNK), generator=generator, device=device, dtype=torch.int8)
+        self.weights = bits * 2 - 1  # int8, 12 MB: made float64 a step at a time (a process's peak
+        # memory is bounded, tests/test_memory.py: three float64 probes held would add 64 MB)
         self.seed = seed
 
     def of(self, out: Any) -> list[Any]:
@@ -54,15 +56,17 @@ class Checksum:
             return [list(t.shape), str(t.dtype), int((flat.to(torch.int64) * self._int_weights(flat)).sum())]
         weights = self.weights.to(t.device)
         sums = torch.zeros(PROBES, dtype=torch.float64, device=t.device)
-        for start in range(0, flat.numel(), CHUNK):
-            part = flat[start : start + CHUNK].to(torch.float64)
-            sums += torch.mv(weights[:, : part.numel()], part)
+        for start in range(0, flat.numel(), STEP):
+            part = flat[start : start + STEP].to(torch.float64)
+            at = start % CHUNK  # CHUNK is a multiple of STEP: a step never wraps
+            for probe in range(PROBES):
+                sums[probe] += torch.dot(part, weights[probe, at : at + part.numel()].to(torch.float64))
         values = [float(v) for v in sums.tolist()]
         return values if all(math.isfinite(v) for v in values) else [float("nan")] * PROBES
 
     def _int_weights(self, flat: torch.Tensor) -> torch.Tensor:
         reps = -(-flat.numel() // CHUNK) or 1
-        odd = (self.weights.to(torch.int64) * (2 * (self.seed % 1000003) + 1)).to(flat.device)
+        odd = (self.weights[0].to(torch.int64) * (2 * (self.seed % 1000003) + 1)).to(flat.device)
         return odd.repeat(reps)[: flat.numel()]
 
 

@@ -12,7 +12,10 @@ error is ||out - ref64|| / ||ref64|| against float64 attention, and the max erro
 ``--sweep`` times every tile configuration at the three models' shapes and Gemma 3's head dim
 256; ``--masks`` times the kernel with a bias (BLOOM's ALiBi, BERT's padding, T5's position
 bias) or a sliding window (Mistral's, Gemma's) against PyTorch's SDPA given the one mask that
-means the same; T5's bias and padding mask also given to the kernel apart (a tile and a row).
+means the same; T5's bias and padding mask also given to the kernel apart (a tile and a row);
+and SAM's decomposed relative positions (its global and windowed attention): the kernel reading
+the two tables against SAM's own code (matmul, the 5-D add, softmax, matmul), eagerly and under
+torch.compile, and PyTorch's SDPA given their (L, S) sum.
 """
 
 from __future__ import annotations
@@ -181,6 +184,42 @@ def masked(
     )  # fmt: skip
 
 
+RELPOS = [  # name, flat heads (batch * heads), grid side, head dim: SAM ViT-B's blocks at 1024 x 1024
+    ("SAM ViT-B global (12 heads, 64 x 64 tokens, d 64)", 12, 64, 64),
+    ("SAM ViT-B windowed (25 windows x 12 heads, 14 x 14, d 64)", 300, 14, 64),
+]
+
+
+def relpos(name: str, heads: int, side: int, d: int) -> tuple[str, ...]:
+    """SAM's attention with decomposed relative positions: its own code, eagerly and compiled,
+    SDPA with the (L, S) sum of the tables as the mask, and the kernel reading the tables."""
+    length = side * side
+    q, k, v = (torch.randn(heads, length, d, device="cuda") for _ in range(3))
+    rel_h, rel_w = (torch.randn(heads, side, side, side, device="cuda") * 0.5 for _ in range(2))
+
+    def sam(q, k, v, rel_h, rel_w):  # add_decomposed_rel_pos as segment-anything writes it
+        attn = (q * d**-0.5) @ k.transpose(-2, -1)
+        attn = attn.view(heads, side, side, side, side) + rel_h[:, :, :, :, None] + rel_w[:, :, :, None, :]
+        return attn.view(heads, length, length).softmax(dim=-1) @ v
+
+    ref = sam(q.double(), k.double(), v.double(), rel_h.double(), rel_w.double())
+    tables = rel_h.reshape(heads, length, side), rel_w.reshape(heads, length, side)
+    mask = (tables[0][..., :, None] + tables[1][..., None, :]).flatten(-2)
+    compiled = torch.compile(sam)
+    runs = {
+        "eager": lambda: sam(q, k, v, rel_h, rel_w),
+        "compile": lambda: compiled(q, k, v, rel_h, rel_w),
+        "sdpa": lambda: F.scaled_dot_product_attention(q * d**-0.5, k, v, attn_mask=mask, scale=1.0),
+        "kforge": lambda: attention.sdpa(q * d**-0.5, k, v, False, 1.0, None, 0, None, *tables),
+    }
+    times = {key: timed(fn) for key, fn in runs.items()}
+    errors = {key: rel_err(fn(), ref) for key, fn in runs.items()}
+    return (
+        name, *(f"{times[key]:.3f}" for key in runs), f"{times['compile'] / times['kforge']:.2f}x",
+        f"{errors['eager']:.1e}", f"{errors['kforge']:.1e}",
+    )  # fmt: skip
+
+
 def main() -> None:
     print(header("python bench/bench_tf32x3_attention.py " + " ".join(sys.argv[1:])))
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -206,6 +245,12 @@ def main() -> None:
             ["Mistral-7B's mask", "every block", "masked blocks passed over", "gain"],
             [skipping()],
         )
+        print_table(
+            "SAM's decomposed relative positions, ms (CUDA-event medians); error vs float64",
+            ["attention", "SAM eager", "compile", "sdpa, (L, S) mask", "kforge, two tables", "vs compile",
+             "err eager", "err kforge"],
+            [relpos(*case) for case in RELPOS],
+        )  # fmt: skip
         return
     rows = [measure(*shape) for shape in SHAPES]
     print_table(

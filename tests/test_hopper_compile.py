@@ -56,8 +56,8 @@ def ptrs(*names: str, dtype: str = "*fp32") -> dict[str, str]:
     return dict.fromkeys(names, dtype)
 
 
-# the flash kernel's operands; its map of masked cells is int8
-ATTENTION = ptrs("q_ptr", "k_ptr", "v_ptr", "o_ptr", "bias_ptr", "row_ptr", "knorm_ptr") | {
+# the flash kernel's operands; its map of masked cells is int8 (rh_ptr, rw_ptr: SAM's relative-position tables)
+ATTENTION = ptrs("q_ptr", "k_ptr", "v_ptr", "o_ptr", "bias_ptr", "row_ptr", "knorm_ptr", "rh_ptr", "rw_ptr") | {
     "qk_scale": "fp32", "skip_ptr": "*i8"
 }  # fmt: skip
 
@@ -89,6 +89,9 @@ CASES = [
     ("3xTF32 flash attention, a tile and a key row", attention.attention_kernel,
      ATTENTION,
      dict(CAUSAL=False, BIAS=3, SKIP=False, BLOCK_D=64), attention._configs()[:1]),
+    ("3xTF32 flash attention, decomposed relative positions and a key row", attention.attention_kernel,
+     ATTENTION,
+     dict(CAUSAL=False, BIAS=5, SKIP=False, BLOCK_D=64), attention._configs()),
     ("3xTF32 flash attention, head dim 256", attention.attention_kernel,
      ATTENTION,
      dict(CAUSAL=True, BIAS=0, SKIP=False, BLOCK_D=256), attention._wide_configs()),

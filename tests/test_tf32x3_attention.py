@@ -279,6 +279,38 @@ print(worst, dropped)
     assert worst < 3.0 and dropped > 0.1
 
 
+def test_decomposed_relative_positions_match_float64_and_swapped_tables_do_not(interpreted):
+    """SAM's and ViTDet's bias: keys on a KH x KW grid, rel[i, j] = rel_h[i, j // KW] +
+    rel_w[i, j % KW], read from the two tables per key tile. Flat heads (SAM's (B * heads, L, C))
+    on a 5 x 7 grid and (B, H, L, D) with a padding row beside (the bits 4 and 1), a strided
+    table, lengths that are no multiple of a tile: within 3x PyTorch's fp32 error of float64.
+    With the tables' roles swapped, or one table's keys reversed, far from it."""
+    code = """
+def reference(q, k, v, rh, rw, row, dtype):
+    s = (q.to(dtype) * 0.25) @ k.to(dtype).transpose(-2, -1)
+    s = (s.unflatten(-1, (rh.shape[-1], rw.shape[-1])) + rh.to(dtype)[..., :, None] + rw.to(dtype)[..., None, :]).flatten(-2)
+    return torch.softmax(s + (0 if row is None else row.to(dtype)), -1) @ v.to(dtype)
+
+pad = torch.where(torch.arange(36) < torch.tensor([[36], [20]]), 0.0, float("-inf"))[:, None, None, :]
+worst, far = 0.0, []
+for shape, kh, kw, row in (((3, 35, 16), 5, 7, None), ((2, 2, 30, 16), 6, 6, pad)):
+    q = torch.randn(*shape)
+    k, v = torch.randn(*shape[:-2], kh * kw, 16), torch.randn(*shape[:-2], kh * kw, 16)
+    rh = torch.randn(*shape[:-1], kh) * 2
+    rw = (torch.randn(*shape[:-1], kw) * 2).transpose(-1, -2).contiguous().transpose(-1, -2)  # strided
+    ref, fp32 = (reference(q, k, v, rh, rw, row, t) for t in (torch.float64, torch.float32))
+    out = A.sdpa(q, k, v, False, 0.25, None, 0, row, rh, rw)
+    worst = max(worst, float((out.double() - ref).abs().max()) / float((fp32.double() - ref).abs().max()))
+    if kh != kw:
+        swapped = A.sdpa(q, k, v, False, 0.25, None, 0, row, rw, rh)  # a 7 x 5 grid: the same count
+        far.append(float((swapped.double() - ref).abs().max()))
+    far.append(float((A.sdpa(q, k, v, False, 0.25, None, 0, row, rh, rw.flip(-1)).double() - ref).abs().max()))
+print(worst, min(far))
+"""
+    worst, far = (float(x) for x in interpreted(CODE_PRELUDE + code).split(" "))
+    assert worst < 3.0 and far > 0.1
+
+
 def test_a_dropped_or_misplaced_key_bias_is_far_from_float64(interpreted):
     """The bias test can fail: the kernel without the bias, with it read for the wrong head
     (each head's own slope matters), or a per-query bias read as its first row, is wrong."""
@@ -430,7 +462,9 @@ def test_the_strategy_puts_attention_on_the_kernel_verified_and_a_broken_kernel_
     assert bad.status == Status.INCORRECT, bad.log
 
 
-KERNEL_CALL = "attention_tf32x3(q, k, v, is_causal, scale, bias, window, key_bias)"  # the helper's
+KERNEL_CALL = (
+    "attention_tf32x3(q, k, v, is_causal, scale, bias, window, key_bias, rel_h, rel_w)"  # the helper's
+)
 
 
 def _verified_and_a_broken_call_caught(
@@ -477,7 +511,27 @@ def test_t5s_position_bias_and_padding_go_on_the_kernel_apart_verified_and_a_dro
     _verified_and_a_broken_call_caught(
         monkeypatch, make_cpu_options, tmp_path, "t5_bias_small.py",
         "_kforge_sdpa3(q, k, v, False, 1.0, unsqueeze, 0, mask)", "unsqueeze + mask",
-        KERNEL_CALL.replace("key_bias)", "None)"),
+        KERNEL_CALL.replace("key_bias, rel_h", "None, rel_h"),
+    )  # fmt: skip
+
+
+def test_sams_relative_positions_go_on_the_kernel_as_two_tables_verified_and_swapped_ones_are_caught(
+    monkeypatch, make_cpu_options, tmp_path
+):
+    """SAM's attention (fixture ``decomposed_relpos_small``, a 6 x 5 grid): the attention pass
+    reads ``add_decomposed_rel_pos``'s 5-D view and two adds; the 3xTF32 pass hands the kernel
+    the two tables, (B * heads, L, 6) and (B * heads, L, 5), and the (L, S) mask is never built.
+    PyTorch's SDPA would read that mask from memory, so the plain rewrite leaves the attention
+    alone. With the tables swapped (a 5 x 6 grid) it is incorrect."""
+    path = tmp_path / "decomposed_relpos_small.py"
+    path.write_text((FIXTURES / "decomposed_relpos_small.py").read_text())
+    _, analysis, _ = _analysis(path)
+    for plain in (analysis.fx, analysis.templates):  # no flash kernel in these families
+        assert plain is None or "scaled_dot_product_attention" not in plain[0].method
+    _verified_and_a_broken_call_caught(
+        monkeypatch, make_cpu_options, tmp_path, "decomposed_relpos_small.py",
+        "_kforge_sdpa3(mul, getitem_1, getitem_2, False, 1.0, None, 0, None, reshape_4, reshape_5)", "view(4, 6, 5",
+        KERNEL_CALL.replace("rel_h, rel_w)", "rel_w, rel_h)"),
     )  # fmt: skip
 
 
@@ -713,3 +767,25 @@ def test_attention_on_the_kernel_puts_the_family_first_in_round_one(monkeypatch,
         ]
         later = [p.strategy for p in policy.propose(dataclasses.replace(ctx, attempts=attempts), 3)]
         assert ("tf32x3-gemm" in later) is expected, later
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_decomposed_relative_positions_stay_at_fp32s_error():
+    """SAM ViT-B's global attention (12 heads over a 64 x 64 grid, d 64) and its windowed one
+    (300 windows of 14 x 14): the kernel reading the two tables, against float64, within 1.5x
+    of PyTorch's fp32 attention given their (L, S) sum."""
+    from kforge.tools.gemm import attention
+
+    torch.manual_seed(0)
+    F = torch.nn.functional
+    for heads, side in ((12, 64), (300, 14)):
+        n = side * side
+        q, k, v = (torch.randn(heads, n, 64, device="cuda") for _ in range(3))
+        rel_h, rel_w = (torch.randn(heads, n, side, device="cuda") * 0.5 for _ in range(2))
+        mask = (rel_h[..., :, None] + rel_w[..., None, :]).flatten(-2)
+        ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=mask.double())
+        fp32 = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        out = attention.sdpa(q, k, v, False, None, None, 0, None, rel_h, rel_w)
+        err = float((out.double() - ref).norm() / ref.norm())
+        fp32_err = float((fp32.double() - ref).norm() / ref.norm())
+        assert err < 1.5 * fp32_err + 1e-8, (heads, err, fp32_err)

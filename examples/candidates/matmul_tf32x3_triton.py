@@ -226,14 +226,17 @@ def linear_tf32x3(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
 
 def attention_tf32x3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False,
                      scale: float | None = None, bias: torch.Tensor | None = None,
-                     window: int = 0, key_bias: torch.Tensor | None = None) -> torch.Tensor:
+                     window: int = 0, key_bias: torch.Tensor | None = None,
+                     rel_h: torch.Tensor | None = None, rel_w: torch.Tensor | None = None) -> torch.Tensor:
     """scaled_dot_product_attention(q, k, v, is_causal=..., scale=...) without dropout, grouped
     query heads allowed, plus optional additive fp32 biases (ALiBi, a padding mask, T5's
     position bias; ``bias + key_bias`` when both are given, each read as it is), with the
     causal mask or without, the causal mask a sliding window of ``window`` keys when that is
-    > 0: kforge's flash attention with 3xTF32 products, one node under torch.compile."""
+    > 0, and decomposed relative positions over a KH x KW key grid (SAM's: ``rel_h`` (..., L, KH)
+    and ``rel_w`` (..., L, KW), key j gets rel_h[j // KW] + rel_w[j % KW]): kforge's flash
+    attention with 3xTF32 products, one node under torch.compile."""
     return flash_sdpa_tf32x3(q, k, v, bool(is_causal), None if scale is None else float(scale), bias, int(window),
-                             key_bias)
+                             key_bias, rel_h, rel_w)
 
 
 class ModelNew(nn.Module):

@@ -23,7 +23,11 @@ takes is an additive fp32 bias that broadcasts to (B, Hq, L, S), added after the
 SDPA adds ``attn_mask``, together with the causal mask or not (SDPA itself takes one or the
 other): a key bias, the same row for every query (a padding mask, ALiBi's per-head slope
 times the key's position), read as one row per key tile; or a bias per query and key (T5's
-and Swin's relative-position bias, with a padding mask added), read as a tile. A row whose
+and Swin's relative-position bias, with a padding mask added), read as a tile; or a bias in
+decomposed relative positions (SAM's and ViTDet's windowed and global attention, MViTv2's): keys
+on a KH x KW grid, and the bias of query i and key j = a * KW + b the sum rel_h[i, a] +
+rel_w[i, b] of two small tables, read per key tile where PyTorch adds them into the (L, S)
+scores in memory. A row whose
 every key is masked with -inf gives NaN, as PyTorch's math path does; one masked with
 ``finfo.min`` gives it equal weights, as PyTorch's softmax does.
 
@@ -92,14 +96,18 @@ def _log2_units(bias):
 
 @triton.jit
 def _sweep(
-    q_big, q_small, k_base, v_base, bias_base, row_base, skip_base, rows, pid_m, L, S, qk_scale, WINDOW,
+    q_big, q_small, k_base, v_base, bias_base, row_base, skip_base, rh_base, rw_base, rows, pid_m, L, S,
+    qk_scale, WINDOW, KW,
     stride_ks, stride_kd, stride_vs, stride_vd, stride_bl, stride_bs, stride_rs, stride_cq, stride_ck,
+    stride_hl, stride_hk, stride_wl, stride_wk,
     CAUSAL: tl.constexpr, BIAS: tl.constexpr, SKIP: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, D,
 ):  # fmt: skip
     """The online softmax over the key blocks of one query block: (row max, row sum, the
-    unnormalised output, whether a block was skipped). ``SKIP``: pass over the key blocks whose
-    every bias cell is at most SKIP_BELOW (``skip_base``: one int8 a CELL x CELL cell)."""
+    unnormalised output, whether a block was skipped). ``BIAS``'s bits: 1 a key row, 2 a tile, 4
+    the decomposed relative positions (``rh_base``, ``rw_base``: the query's rows of the two
+    tables, KW keys a grid row). ``SKIP``: pass over the key blocks whose every bias cell is at
+    most SKIP_BELOW (``skip_base``: one int8 a CELL x CELL cell)."""
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
     mask_d = offs_d < D
@@ -133,7 +141,7 @@ def _sweep(
             if BIAS % 2 == 1:  # a key bias: one row for every query (a padding mask, ALiBi)
                 bias = tl.load(row_base + cols.to(tl.int64) * stride_rs, mask=cols < S, other=0.0)
                 s += _log2_units(bias)[None, :]
-            if BIAS >= 2:  # a bias per query and key (T5's position bias, Swin's)
+            if (BIAS // 2) % 2 == 1:  # a bias per query and key (T5's position bias, Swin's)
                 tile = (
                     bias_base
                     + rows[:, None].to(tl.int64) * stride_bl
@@ -141,6 +149,24 @@ def _sweep(
                 )
                 bias = tl.load(tile, mask=(rows[:, None] < L) & (cols[None, :] < S), other=0.0)
                 s += _log2_units(bias)
+            if BIAS >= 4:  # decomposed relative positions: key j on the grid at (j // KW, j % KW)
+                grid_h = cols // KW
+                inside = (rows[:, None] < L) & (cols[None, :] < S)
+                rel_h = tl.load(
+                    rh_base
+                    + rows[:, None].to(tl.int64) * stride_hl
+                    + grid_h[None, :].to(tl.int64) * stride_hk,
+                    mask=inside,
+                    other=0.0,
+                )
+                rel_w = tl.load(
+                    rw_base
+                    + rows[:, None].to(tl.int64) * stride_wl
+                    + (cols - grid_h * KW)[None, :].to(tl.int64) * stride_wk,
+                    mask=inside,
+                    other=0.0,
+                )
+                s += _log2_units(rel_h + rel_w)
             keep = cols[None, :] < S
             if CAUSAL:
                 keep = keep & (cols[None, :] <= rows[:, None]) & (rows[:, None] - cols[None, :] < WINDOW)
@@ -166,13 +192,16 @@ def _sweep(
 
 @triton.jit
 def attention_kernel(
-    q_ptr, k_ptr, v_ptr, o_ptr, bias_ptr, row_ptr, skip_ptr, knorm_ptr, HQ, GROUP, L, S, D, qk_scale, WINDOW,
+    q_ptr, k_ptr, v_ptr, o_ptr, bias_ptr, row_ptr, skip_ptr, knorm_ptr, rh_ptr, rw_ptr,
+    HQ, GROUP, L, S, D, qk_scale, WINDOW, KW,
     stride_qb, stride_qh, stride_ql, stride_qd,
     stride_kb, stride_kh, stride_ks, stride_kd,
     stride_vb, stride_vh, stride_vs, stride_vd,
     stride_bb, stride_bh, stride_bl, stride_bs,
     stride_rb, stride_rh, stride_rs,
     stride_cb, stride_ch, stride_cq, stride_ck,
+    stride_hb, stride_hh, stride_hl, stride_hk,
+    stride_wb, stride_wh, stride_wl, stride_wk,
     CAUSAL: tl.constexpr, BIAS: tl.constexpr, SKIP: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
@@ -187,6 +216,8 @@ def attention_kernel(
     bias_base = bias_ptr + b * stride_bb + h * stride_bh
     row_base = row_ptr + b * stride_rb + h * stride_rh
     skip_base = skip_ptr + b * stride_cb + h * stride_ch
+    rh_base = rh_ptr + b * stride_hb + h * stride_hh
+    rw_base = rw_ptr + b * stride_wb + h * stride_wh
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
     mask_d = offs_d < D
@@ -198,8 +229,10 @@ def attention_kernel(
     q_big = _tf32_round(q)
     q_small = _tf32_round(q - q_big)
     m_i, l_i, acc, skipped = _sweep(
-        q_big, q_small, k_base, v_base, bias_base, row_base, skip_base, rows, pid_m, L, S, qk_scale, WINDOW,
+        q_big, q_small, k_base, v_base, bias_base, row_base, skip_base, rh_base, rw_base, rows, pid_m, L, S,
+        qk_scale, WINDOW, KW,
         stride_ks, stride_kd, stride_vs, stride_vd, stride_bl, stride_bs, stride_rs, stride_cq, stride_ck,
+        stride_hl, stride_hk, stride_wl, stride_wk,
         CAUSAL, BIAS, SKIP, BLOCK_M, BLOCK_N, BLOCK_D, D,
     )  # fmt: skip
     if SKIP:
@@ -213,9 +246,11 @@ def attention_kernel(
         unsafe = tl.sum(tl.where((reach - m_i < -200.0) | (rows >= L), 0, 1), 0)
         if (unsafe > 0) & (skipped > 0):
             m_i, l_i, acc, skipped = _sweep(
-                q_big, q_small, k_base, v_base, bias_base, row_base, skip_base, rows, pid_m, L, S, qk_scale,
-                WINDOW, stride_ks, stride_kd, stride_vs, stride_vd, stride_bl, stride_bs, stride_rs, stride_cq,
-                stride_ck, CAUSAL, BIAS, False, BLOCK_M, BLOCK_N, BLOCK_D, D,
+                q_big, q_small, k_base, v_base, bias_base, row_base, skip_base, rh_base, rw_base, rows, pid_m,
+                L, S, qk_scale, WINDOW, KW,
+                stride_ks, stride_kd, stride_vs, stride_vd, stride_bl, stride_bs, stride_rs, stride_cq, stride_ck,
+                stride_hl, stride_hk, stride_wl, stride_wk,
+                CAUSAL, BIAS, False, BLOCK_M, BLOCK_N, BLOCK_D, D,
             )  # fmt: skip
     out = acc / l_i[:, None]
     o = o_ptr + pid_bh.to(tl.int64) * L * D + rows[:, None].to(tl.int64) * D + offs_d[None, :]
@@ -298,6 +333,26 @@ def unsupported(
     return ""
 
 
+def unsupported_rel(q: torch.Tensor, k: torch.Tensor, rel_h: torch.Tensor, rel_w: torch.Tensor) -> str:
+    """Why ``rel_h`` and ``rel_w`` are not decomposed relative positions of this attention's keys
+    ("" when they are): fp32, broadcasting to (*q's dims but the last, KH) and (..., KW), KH * KW
+    the keys' count."""
+    if rel_h.dtype != torch.float32 or rel_w.dtype != torch.float32:
+        return "the relative-position tables are not fp32"
+    kh, kw = rel_h.shape[-1], rel_w.shape[-1]
+    if kh * kw != k.shape[-2]:
+        return f"a {kh} x {kw} key grid for {k.shape[-2]} keys"
+    for table, size in ((rel_h, kh), (rel_w, kw)):
+        want = (*q.shape[:-1], size)
+        try:
+            fits = table.dim() <= q.dim() and torch.broadcast_shapes(table.shape, want) == want
+        except RuntimeError:
+            fits = False
+        if not fits:
+            return f"the relative-position table {tuple(table.shape)} does not broadcast to {want}"
+    return ""
+
+
 def _masked_cells(tile: torch.Tensor) -> torch.Tensor:
     """(B, Hq, L, S) bias, any strides -> (B, Hq, ceil(L / CELL), ceil(S / CELL)) int8: 1 where
     every value of the cell is at most SKIP_BELOW (past the ends counts as masked), computed
@@ -334,15 +389,23 @@ def _sdpa(
     bias: torch.Tensor | None = None,
     window: int = 0,
     key_bias: torch.Tensor | None = None,
+    rel_h: torch.Tensor | None = None,
+    rel_w: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """softmax(q k^T * scale + bias + key_bias (+ the causal mask, within ``window`` keys when
-    that is > 0)) v for (B, Hq, L, D) q and (B, Hkv, S, D) k, v (or (B, L, D) all three); Hq a
+    """softmax(q k^T * scale + bias + key_bias + rel (+ the causal mask, within ``window`` keys
+    when that is > 0)) v for (B, Hq, L, D) q and (B, Hkv, S, D) k, v (or (B, L, D) all three); Hq a
     multiple of Hkv (grouped queries); scale None means 1/sqrt(D), as PyTorch's; ``bias`` and
     ``key_bias`` additive fp32 masks that broadcast to (B, Hq, L, S). One that broadcasts over
     the queries is read as one row for every query, another as a tile: T5's position bias
     (1, H, L, S) and its padding mask (B, 1, 1, S) are read as they are, never added into a
-    (B, H, L, S) mask in memory. (Two rows, or two tiles, are added first.)"""
+    (B, H, L, S) mask in memory. (Two rows, or two tiles, are added first.) ``rel_h`` (..., L, KH)
+    and ``rel_w`` (..., L, KW), both or neither: decomposed relative positions over a KH x KW key
+    grid (S = KH KW), rel[i, j] = rel_h[i, j // KW] + rel_w[i, j % KW]."""
     why = unsupported(q, k, v, True, bias) or (key_bias is not None and unsupported(q, k, v, True, key_bias))
+    if (rel_h is None) != (rel_w is None):
+        why = why or "rel_h and rel_w go together"
+    if rel_h is not None and rel_w is not None:
+        why = why or unsupported_rel(q, k, rel_h, rel_w)
     if why:  # (a call's host time is what a small attention costs: each check once)
         raise ValueError(f"kforge::tf32x3_sdpa: {why}; call F.scaled_dot_product_attention instead")
     flat = q.dim() == 3
@@ -359,6 +422,8 @@ def _sdpa(
         (rows if mask.expand(scores).stride(-2) == 0 else tiles).append(mask)
     row, tile = (None if not m else m[0] if len(m) == 1 else m[0] + m[1] for m in (rows, tiles))
     row, tile = (None if m is None else _heads(m.expand(scores)) for m in (row, tile))  # (B, Hq, L, S)
+    # the tables as (B, Hq, L, KH) and (B, Hq, L, KW)
+    rel = [_heads(t.expand(*scores[:-1], t.shape[-1])) for t in (rel_h, rel_w) if t is not None]
     q, k, v = _heads(q), _heads(k), _heads(v)
     batch, hq, length, d = q.shape
     hk, s = k.shape[1], k.shape[2]
@@ -368,19 +433,24 @@ def _sdpa(
     if out.numel() == 0 or s == 0:
         return out.squeeze(1) if flat else out
     qk_scale = (1.0 / math.sqrt(d) if scale is None else scale) * LOG2E
-    kind = (row is not None) + 2 * (tile is not None)  # the bits: a row for every query, a tile
+    # the bits: a row for every query, a tile, the decomposed relative positions
+    kind = (row is not None) + 2 * (tile is not None) + 4 * bool(rel)
     tile_strides = (0, 0, 0, 0) if tile is None else tile.stride()
     row_strides = (0, 0, 0) if row is None else (row.stride(0), row.stride(1), row.stride(3))
     empty = q.new_empty(0)
-    skip = SKIP_MASKED and tile is not None and row is None  # a tile alone: no key bias lifts a masked cell
+    rh, rw = rel or (empty, empty)
+    rel_strides = (*rh.stride(), *rw.stride()) if rel else (0,) * 8
+    skip = (
+        SKIP_MASKED and tile is not None and row is None and not rel
+    )  # a tile alone: nothing lifts a masked cell
     cells, knorm = _skip_operands(tile, k, v) if skip and tile is not None else (empty, empty)
     cell_strides = cells.stride() if skip else (0, 0, 0, 0)
     (_kernel if d <= 128 else _wide_kernel)(
         (length, s, d, bool(is_causal), kind, skip),
         lambda meta: (cdiv(length, meta["BLOCK_M"]), batch * hq),
-        q, k, v, out, empty if tile is None else tile, empty if row is None else row, cells, knorm,
-        hq, hq // hk, length, s, d, qk_scale, window if window > 0 else length + s,
-        *q.stride(), *k.stride(), *v.stride(), *tile_strides, *row_strides, *cell_strides,
+        q, k, v, out, empty if tile is None else tile, empty if row is None else row, cells, knorm, rh, rw,
+        hq, hq // hk, length, s, d, qk_scale, window if window > 0 else length + s, rw.shape[-1] if rel else 1,
+        *q.stride(), *k.stride(), *v.stride(), *tile_strides, *row_strides, *cell_strides, *rel_strides,
         CAUSAL=bool(is_causal), BIAS=kind, SKIP=skip, BLOCK_D=max(16, next_power_of_2(d)),
     )  # fmt: skip
     return out.squeeze(1) if flat else out

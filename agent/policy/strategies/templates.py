@@ -270,6 +270,7 @@ TEMPLATE = _Family(
     "memory-bound patterns on kforge's Triton templates, one read of each input: LayerNorm / RMSNorm"
     " with the residual add, cross-entropy with label smoothing, (log-)softmax with its scale,"
     " depthwise convolutions, rotary embeddings (partial and interleaved too)",
+    flash=False,
 )  # fmt: skip
 
 

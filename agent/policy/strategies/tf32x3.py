@@ -65,8 +65,8 @@ def _kforge_linear3(x, weight, bias=None, act=None):
     return linear_tf32x3(x, weight, bias, act)
 
 
-def _kforge_sdpa3(q, k, v, is_causal=False, scale=None, bias=None, window=0, key_bias=None):
-    return attention_tf32x3(q, k, v, is_causal, scale, bias, window, key_bias)
+def _kforge_sdpa3(q, k, v, is_causal=False, scale=None, bias=None, window=0, key_bias=None, rel_h=None, rel_w=None):
+    return attention_tf32x3(q, k, v, is_causal, scale, bias, window, key_bias, rel_h, rel_w)
 '''
 
 
@@ -93,9 +93,14 @@ def _kforge_sdpa3(
     bias: torch.Tensor | None = None,
     window: int = 0,
     key_bias: torch.Tensor | None = None,
+    rel_h: torch.Tensor | None = None,
+    rel_w: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """What the emitted call computes; shape propagation runs it on meta tensors."""
     enable_gqa = q.dim() == 4 and k.dim() == 4 and q.shape[1] != k.shape[1]
+    if rel_h is not None and rel_w is not None:  # decomposed relative positions: their (L, S) sum
+        rel = (rel_h.unsqueeze(-1) + rel_w.unsqueeze(-2)).flatten(-2)
+        key_bias = rel if key_bias is None else key_bias + rel
     if key_bias is not None:  # the two masks the kernel reads apart: one additive mask
         bias = key_bias if bias is None else bias + key_bias
     if is_causal and (bias is not None or window > 0):  # SDPA takes one mask: they join
@@ -173,7 +178,10 @@ def _sdpa_call(node: torch.fx.Node) -> tuple[Any, ...] | None:
 
     # a floored mask (fx_attention.FLOORED): the kernel reads the original and keeps its fills finite
     bias, window = (mask.meta.get(fx_attention.FLOORED, mask) if isinstance(mask, torch.fx.Node) else mask), 0
-    if isinstance(mask, torch.fx.Node) and mask.meta.get(fx_attention.CAUSAL_KEY_BIAS) is not None:
+    rel = mask.meta.get(fx_attention.DECOMPOSED) if isinstance(mask, torch.fx.Node) else None
+    if rel is not None:  # the two tables, not the (L, S) mask of their sums
+        bias = None
+    elif isinstance(mask, torch.fx.Node) and mask.meta.get(fx_attention.CAUSAL_KEY_BIAS) is not None:
         bias, causal = mask.meta[fx_attention.CAUSAL_KEY_BIAS], True
     elif isinstance(mask, torch.fx.Node) and mask.meta.get(fx_attention.CAUSAL_WINDOW) and not causal:
         bias, causal, window = None, True, mask.meta[fx_attention.CAUSAL_WINDOW]
@@ -182,6 +190,12 @@ def _sdpa_call(node: torch.fx.Node) -> tuple[Any, ...] | None:
         return None
     if unsupported(qm, km, vm, gqa, bm):
         return None
+    if rel is not None:
+        from ....tools.gemm.attention import unsupported_rel
+
+        rhm, rwm = _meta(rel[0]), _meta(rel[1])
+        if rhm is None or rwm is None or unsupported_rel(qm, km, rhm, rwm):
+            return None
     if qm.dim() == 3:
         qm, km = qm.unsqueeze(1), km.unsqueeze(1)
     batch, heads, length, dim = qm.shape
@@ -191,6 +205,8 @@ def _sdpa_call(node: torch.fx.Node) -> tuple[Any, ...] | None:
         return None  # PyTorch's memory-efficient kernel wins there; grouped heads it runs as math
     if window:
         return q, k, v, causal, scale, None, window
+    if rel is not None:
+        return q, k, v, causal, scale, None, 0, None, *rel
     if bias is None:
         return q, k, v, causal, scale
     parts = _summands(bias, qm, km, vm)
@@ -318,15 +334,17 @@ class _Family:
     wrappers: str  # module-level source of the functions the pass calls
     helpers: dict[str, Callable[..., Any]]
     note: str
+    flash: bool = True  # its pass puts attention on the flash kernel (which reads decomposed positions)
 
 
-def _kernel_attention(gm: torch.fx.GraphModule) -> int:
+def _kernel_attention(gm: torch.fx.GraphModule, decomposed: bool = True) -> int:
     """The attention pass, leaving alone an attention whose head dim is above the flash
     kernel's: its two matmuls stay matmuls, for the GEMM (SD VAE's single head of 512: 3xTF32
-    GEMMs instead of PyTorch's fp32 math path)."""
+    GEMMs instead of PyTorch's fp32 math path). ``decomposed``: decomposed relative positions
+    too, for a family whose pass then puts them on the flash kernel."""
     from ....tools.gemm.attention import MAX_HEAD_DIM  # Triton: imported when a graph is rewritten
 
-    return fx_attention.sdpa_attention(gm, MAX_HEAD_DIM)
+    return fx_attention.sdpa_attention(gm, MAX_HEAD_DIM, decomposed)
 
 
 def _convs_and_gemms(gm: torch.fx.GraphModule) -> int:
@@ -358,7 +376,8 @@ def _rewrite(
 ) -> tuple[Body, list[str]] | None:
     """The forward with the family's layers on its kernel (after the algebraic rewrites), or
     None when none qualifies."""
-    passes = {**fx_rewrite.PASSES, "attention-sdpa": _kernel_attention, family.pass_name: family.replace}
+    attention = _kernel_attention if family.flash else lambda gm: _kernel_attention(gm, decomposed=False)
+    passes = {**fx_rewrite.PASSES, "attention-sdpa": attention, family.pass_name: family.replace}
     result = fx_rewrite.rewrite(model, inputs, passes, family.helpers, buffers)
     if result is None or family.pass_name not in result[1]:
         return None

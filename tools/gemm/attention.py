@@ -53,9 +53,12 @@ import triton
 import triton.language as tl
 
 from ..launch import Tuned, cdiv, eager_or_op, next_power_of_2
+from .attention_operands import MAX_HEAD_DIM as MAX_HEAD_DIM  # the strategies read it here
+from .attention_operands import heads, masks, unsupported_all
+from .attention_operands import unsupported as unsupported
+from .attention_operands import unsupported_rel as unsupported_rel
 from .tf32x3 import _tf32_round
 
-MAX_HEAD_DIM = 256  # above 128 (Gemma's 256), smaller tiles: _wide_configs
 LOG2E = 1.4426950408889634
 # A bias tile (the per-query-and-key mask) is read in CELL x CELL cells: where every value of a
 # cell is at most SKIP_BELOW the kernel passes over the key blocks it covers (a mask built from
@@ -296,63 +299,6 @@ _kernel = Tuned(attention_kernel, _configs(), _KEY, {"BLOCK_M": 16, "BLOCK_N": 1
 _wide_kernel = Tuned(attention_kernel, _wide_configs(), _KEY, {"BLOCK_M": 16, "BLOCK_N": 16})
 
 
-def _heads(t: torch.Tensor) -> torch.Tensor:
-    """(N, L, D) as (N, 1, L, D): one head per batch entry (attention over bmm's batch)."""
-    return t.unsqueeze(1) if t.dim() == 3 else t
-
-
-def unsupported(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    enable_gqa: bool = False,
-    bias: torch.Tensor | None = None,
-) -> str:
-    """Why this kernel cannot compute attention of these operands ("" when it can)."""
-    if any(t.dtype != torch.float32 for t in (q, k, v)):
-        return "not fp32"
-    if not q.dim() == k.dim() == v.dim() or q.dim() not in (3, 4):
-        return "not (batch, heads, length, dim) or (batch, length, dim)"
-    (b, hq, _, d), (bk, hk, s, dk), (bv, hv, sv, dv) = (_heads(t).shape for t in (q, k, v))
-    if not b == bk == bv or hk != hv or s != sv:
-        return "batch, key heads or key length differ"
-    if not d == dk == dv or d > MAX_HEAD_DIM:
-        return f"head dims {d}, {dk}, {dv}: equal and at most {MAX_HEAD_DIM}"
-    if hk == 0 or hq % hk or (hq != hk and not enable_gqa):
-        return "query heads not a multiple of key heads under enable_gqa"
-    if bias is not None:
-        if bias.dtype != torch.float32 or bias.dim() > q.dim():
-            return "the mask is not an fp32 additive bias"
-        scores = (*q.shape[:-1], s)
-        try:
-            broadcast = torch.broadcast_shapes(bias.shape, scores) == scores
-        except RuntimeError:
-            broadcast = False
-        if not broadcast:
-            return f"the mask {tuple(bias.shape)} does not broadcast to the scores {scores}"
-    return ""
-
-
-def unsupported_rel(q: torch.Tensor, k: torch.Tensor, rel_h: torch.Tensor, rel_w: torch.Tensor) -> str:
-    """Why ``rel_h`` and ``rel_w`` are not decomposed relative positions of this attention's keys
-    ("" when they are): fp32, broadcasting to (*q's dims but the last, KH) and (..., KW), KH * KW
-    the keys' count."""
-    if rel_h.dtype != torch.float32 or rel_w.dtype != torch.float32:
-        return "the relative-position tables are not fp32"
-    kh, kw = rel_h.shape[-1], rel_w.shape[-1]
-    if kh * kw != k.shape[-2]:
-        return f"a {kh} x {kw} key grid for {k.shape[-2]} keys"
-    for table, size in ((rel_h, kh), (rel_w, kw)):
-        want = (*q.shape[:-1], size)
-        try:
-            fits = table.dim() <= q.dim() and torch.broadcast_shapes(table.shape, want) == want
-        except RuntimeError:
-            fits = False
-        if not fits:
-            return f"the relative-position table {tuple(table.shape)} does not broadcast to {want}"
-    return ""
-
-
 def _masked_cells(tile: torch.Tensor) -> torch.Tensor:
     """(B, Hq, L, S) bias, any strides -> (B, Hq, ceil(L / CELL), ceil(S / CELL)) int8: 1 where
     every value of the cell is at most SKIP_BELOW (past the ends counts as masked), computed
@@ -401,30 +347,12 @@ def _sdpa(
     (B, H, L, S) mask in memory. (Two rows, or two tiles, are added first.) ``rel_h`` (..., L, KH)
     and ``rel_w`` (..., L, KW), both or neither: decomposed relative positions over a KH x KW key
     grid (S = KH KW), rel[i, j] = rel_h[i, j // KW] + rel_w[i, j % KW]."""
-    why = unsupported(q, k, v, True, bias) or (key_bias is not None and unsupported(q, k, v, True, key_bias))
-    if (rel_h is None) != (rel_w is None):
-        why = why or "rel_h and rel_w go together"
-    if rel_h is not None and rel_w is not None:
-        why = why or unsupported_rel(q, k, rel_h, rel_w)
+    why = unsupported_all(q, k, v, bias, key_bias, rel_h, rel_w)
     if why:  # (a call's host time is what a small attention costs: each check once)
         raise ValueError(f"kforge::tf32x3_sdpa: {why}; call F.scaled_dot_product_attention instead")
     flat = q.dim() == 3
-    scores = (*q.shape[:-1], k.shape[-2])
-    rows: list[torch.Tensor] = []
-    tiles: list[torch.Tensor] = []
-    for mask in (bias, key_bias):
-        if mask is None:
-            continue
-        if mask.shape[-1] > 1 and mask.stride(-1) != 1:
-            # keys not adjacent (T5's bias is a permuted (L, S, H) embedding): the kernel's
-            # loads would read one float per 32-byte sector; one copy of the mask as given
-            mask = mask.contiguous()
-        (rows if mask.expand(scores).stride(-2) == 0 else tiles).append(mask)
-    row, tile = (None if not m else m[0] if len(m) == 1 else m[0] + m[1] for m in (rows, tiles))
-    row, tile = (None if m is None else _heads(m.expand(scores)) for m in (row, tile))  # (B, Hq, L, S)
-    # the tables as (B, Hq, L, KH) and (B, Hq, L, KW)
-    rel = [_heads(t.expand(*scores[:-1], t.shape[-1])) for t in (rel_h, rel_w) if t is not None]
-    q, k, v = _heads(q), _heads(k), _heads(v)
+    row, tile, rel = masks(q, k, bias, key_bias, rel_h, rel_w)
+    q, k, v = heads(q), heads(k), heads(v)
     batch, hq, length, d = q.shape
     hk, s = k.shape[1], k.shape[2]
     out = torch.empty((batch, hq, length, d), device=q.device, dtype=torch.float32)

@@ -66,6 +66,8 @@ from .fx_operands import (
     same_batch,
     transposed_last_two,
 )
+from .fx_relpos import DECOMPOSED as DECOMPOSED  # the 3xTF32 pass reads it through here
+from .fx_relpos import decomposed_bias, relative_mask
 
 Node = torch.fx.Node
 MATMULS = (torch.matmul, operator.matmul, torch.bmm)
@@ -79,8 +81,6 @@ CAUSAL_WINDOW = "kforge_causal_window"  # node meta: the window of the sliding-w
 # incorrect on an H100, max abs err 0.16). The mask passed to SDPA is kept at it; -inf stays.
 MASK_FLOOR = -2.3e38
 FLOORED = "kforge_floored"  # node meta: the additive mask a floored attn_mask was made from
-DECOMPOSED = "kforge_decomposed"  # node meta: (rel_h, rel_w), (..., L, KH) and (..., L, KW), of an attn_mask
-VIEWS = ("view", "reshape")
 
 
 def _module(gm: torch.fx.GraphModule, node: Any, kind: type) -> Any:
@@ -229,7 +229,7 @@ def _scores(node: Any, user: Node, v: Any) -> dict[str, Any] | None:
                 return None  # a finite fill is not the same function on a fully masked row
             masks.append((views, node.args[1]))
             found["mask"] = ("fill", node.args[1])
-        elif found["mask"] is None and found["scale"] == 1.0 and not views and (rel := _decomposed(node)):
+        elif found["mask"] is None and found["scale"] == 1.0 and not views and (rel := decomposed_bias(node)):
             found["rel"] = rel[1:]  # walking back, nothing came after it but the softmax (and casts)
             node = rel[0].args[0]  # the 5-D view of the scores (the first add reads it alone)
         elif _call(node, (operator.add, torch.add), ("add",)) and found["bias"] is None:
@@ -250,70 +250,6 @@ def _scores(node: Any, user: Node, v: Any) -> dict[str, Any] | None:
             return None
         user, node = node, node.args[0]
     return None
-
-
-def _sum(node: Any, user: Node) -> tuple[Node, Node] | None:
-    """(a, b) of ``a + b`` (both graph values, no alpha) that ``user`` reads alone."""
-    if not _call(node, (operator.add, torch.add), ("add",)) or len(node.args) != 2 or node.kwargs:
-        return None
-    a, b = node.args
-    return (a, b) if isinstance(a, Node) and isinstance(b, Node) and only_user(node, user) else None
-
-
-def _decomposed(node: Node) -> tuple[Node, Node, Node] | None:
-    """(the first add, RH, RW) when ``node`` is ``(scores.view(*b, qh, qw, kh, kw) + RH +
-    RW).view(*b, qh * qw, kh * kw)`` with RH (*b, qh, qw, kh, 1) and RW (*b, qh, qw, 1, kw) in
-    either order (a batch dim of 1 broadcasts), all of the scores' dtype: the scores plus
-    decomposed relative positions, rel[i, j] = RH[i, j // kw] + RW[i, j % kw]."""
-    if not _call(node, (torch.reshape,), VIEWS) or not isinstance(node.args[0], Node):
-        return None
-    outer = _sum(node.args[0], node)
-    inner = _sum(outer[0], node.args[0]) if outer is not None else None
-    if outer is None or inner is None:
-        return None
-    grid = inner[0]
-    if (
-        not _call(grid, (torch.reshape,), VIEWS)
-        or not only_user(grid, outer[0])
-        or not isinstance(grid.args[0], Node)
-    ):
-        return None
-    flat, five = _shape(grid.args[0]), _shape(grid)
-    if flat is None or five is None or _shape(node) != flat or len(five) != len(flat) + 2:
-        return None
-    batch, (qh, qw, kh, kw) = five[:-4], five[-4:]
-    if batch != flat[:-2] or qh * qw != flat[-2] or kh * kw != flat[-1]:
-        return None
-    terms: dict[str, Node] = {}
-    for term in (inner[1], outer[1]):
-        shape = _shape(term)
-        if shape is None or len(shape) != len(five) or dtype_of(term) != dtype_of(grid):
-            return None
-        if any(size not in (1, full) for size, full in zip(shape[:-4], batch, strict=True)):
-            return None
-        sides: dict[tuple[int, ...], str] = {(qh, qw, kh, 1): "h", (qh, qw, 1, kw): "w"}
-        side = sides.get(shape[-4:])
-        if side is None or side in terms:
-            return None
-        terms[side] = term
-    return outer[0], terms["h"], terms["w"]
-
-
-def _relative(graph: torch.fx.Graph, rel: tuple[Node, Node], length: int) -> Node:
-    """The (*b, L, S) mask of decomposed relative positions (what PyTorch's SDPA would need),
-    built from the two tables as (*b, L, KH) and (*b, L, KW), which it carries under DECOMPOSED
-    for a kernel that reads them instead (the mask is then dead code, never built)."""
-    tables = []
-    for term, keep in zip(rel, (-2, -1), strict=True):
-        shape = _shape(term)
-        tables.append(graph.call_method("reshape", (term, *shape[:-4], length, shape[keep])))  # type: ignore[index]
-    grid = graph.call_function(
-        operator.add,
-        (graph.call_method("unsqueeze", (tables[0], -1)), graph.call_method("unsqueeze", (tables[1], -2))),
-    )
-    mask = graph.call_method("flatten", (grid, -2))
-    mask.meta[DECOMPOSED] = tuple(tables)
-    return mask
 
 
 def _baddbmm(found: dict[str, Any], node: Node) -> dict[str, Any] | None:
@@ -397,10 +333,9 @@ def _floored(graph: torch.fx.Graph, mask: Any) -> Any:
 
 def sdpa_attention(gm: torch.fx.GraphModule, max_head_dim: int = 0, decomposed: bool = False) -> int:
     """Rewrite every hand-written attention in ``gm`` (shapes propagated); returns how many.
-    ``max_head_dim`` > 0: leave alone an attention whose head dim is larger (a kernel family
-    whose flash kernel stops there puts its two matmuls on its GEMM instead). ``decomposed``:
-    take decomposed relative positions too (for a kernel that reads the tables: PyTorch's SDPA
-    would read their (L, S) sum from memory, as the scores it replaces were)."""
+    ``max_head_dim`` > 0: leave alone an attention whose head dim is larger (its family's GEMM
+    takes the two matmuls). ``decomposed``: decomposed relative positions too, for a family whose
+    flash kernel reads their tables (PyTorch's SDPA would read their (L, S) sum from memory)."""
     graph, count = gm.graph, 0
     buffers: Buffers = gm.meta.get("buffers") or dict  # values, where known (real_buffers)
     for out in list(graph.nodes):
@@ -408,7 +343,9 @@ def sdpa_attention(gm: torch.fx.GraphModule, max_head_dim: int = 0, decomposed: 
         if found is None:
             continue
         q, k = _shape(found["q"]), dims(found["k"])
-        if max_head_dim and (q is None or q[-1] > max_head_dim):
+        rel = found.get("rel")  # decomposed relative positions: taken alone, for a kernel reading them
+        alone = found["mask"] is None and found["bias"] is None
+        if (max_head_dim and (q is None or q[-1] > max_head_dim)) or (rel and not (decomposed and alone)):
             continue
         how, mask = found["mask"] or (None, None)
         bias = found["bias"]
@@ -421,9 +358,6 @@ def sdpa_attention(gm: torch.fx.GraphModule, max_head_dim: int = 0, decomposed: 
             causal = window == 0
         if found["finite"] and not (causal or window):
             continue  # a finite fill equals -inf's only where every row keeps a key
-        rel = found.get("rel")
-        if rel is not None and (not decomposed or how is not None or bias is not None):
-            continue
         with graph.inserting_before(out):
             kwargs: dict[str, Any] = {"scale": _scale(graph, found["scale"])}
             if how is not None:
@@ -444,7 +378,7 @@ def sdpa_attention(gm: torch.fx.GraphModule, max_head_dim: int = 0, decomposed: 
             if window:  # for a kernel with a sliding window (the 3xTF32 flash attention)
                 kwargs["attn_mask"].meta[CAUSAL_WINDOW] = window
             if rel is not None:
-                kwargs["attn_mask"] = _relative(graph, rel, q[-2])  # type: ignore[index]
+                kwargs["attn_mask"] = relative_mask(graph, rel, q[-2])  # type: ignore[index]
             if found.get("gqa"):
                 kwargs["enable_gqa"] = True
             qkv = (found["q"], emitted(graph, found["k"]), emitted(graph, found["v"]))

@@ -333,7 +333,10 @@ def test_a_killed_batch_takes_its_workers_and_their_evaluations_with_it(tmp_path
         time.sleep(0.2)
     assert proc.poll() is None and under, "the batch ended before an evaluation started"
     proc.send_signal(sig)
-    _, stderr = proc.communicate(timeout=60)
+    # 60 s was passed twice (SIGINT, 2026-11-28) in CI-like runs with other test processes beside
+    # them; never alone or beside three busy loops, nor in CI itself: a slow exit, or a hang, that
+    # twice the time tells apart
+    _, stderr = proc.communicate(timeout=120)
     if sig == signal.SIGINT:  # Ctrl-C: the way back in, and the shell's code for it
         assert f"resume with kforge batch --resume {out}" in " ".join(stderr.split()), stderr[-2000:]
         assert proc.returncode == 130

@@ -316,8 +316,9 @@ def test_a_killed_batch_takes_its_workers_and_their_evaluations_with_it(tmp_path
     evaluation workers under it end too, and no next task starts."""
     tasks = tmp_path / "tasks"
     tasks.mkdir()
-    # each import of the task takes 5 s: on a loaded host (CI's two test processes) the batch of
-    # three fast tasks once finished between the check below and the signal
+    # each import of the task takes 5 s, so the batch is still at its first task when the signal
+    # comes (a batch of three fast tasks once finished first; that run was probably started in the
+    # background too, with SIGINT ignored: below)
     slow = (FIXTURES / "tasks" / "softmax_rows.py").read_text() + "\nimport time\n\ntime.sleep(5)\n"
     for i in range(3):
         (tasks / f"{i + 1}_softmax_rows.py").write_text(slow)

@@ -789,3 +789,46 @@ def test_on_the_gpu_decomposed_relative_positions_stay_at_fp32s_error():
         err = float((out.double() - ref).norm() / ref.norm())
         fp32_err = float((fp32.double() - ref).norm() / ref.norm())
         assert err < 1.5 * fp32_err + 1e-8, (heads, err, fp32_err)
+
+
+def _relpos_variant(tmp_path, monkeypatch, old: str, new: str):
+    """The SAM fixture with ``old`` replaced by ``new``: (task, the 3xTF32 body, the specs)."""
+    _small_attention_qualifies(monkeypatch)
+    text = (FIXTURES / "decomposed_relpos_small.py").read_text()
+    assert old in text
+    path = tmp_path / "relpos_variant.py"
+    path.write_text(text.replace(old, new))
+    task, analysis, specs = _analysis(path)
+    return task, (analysis.gemm3[0].method if analysis.gemm3 else ""), specs, analysis
+
+
+SOFTMAX_LINE = "        attn = attn.softmax(dim=-1)"
+
+
+@pytest.mark.parametrize(
+    "name,new",
+    [
+        ("a scale after the positions (it would scale them too)", "        attn = (attn * 0.5).softmax(dim=-1)"),
+        ("a term as wide as the keys (a tile, not a table)", SOFTMAX_LINE.replace("attn.softmax", "(attn.view(4, 6, 5, 6, 5) + torch.ones(1, 1, 1, 6, 5)).view(4, 30, 30).softmax")),
+    ],
+)  # fmt: skip
+def test_forms_that_are_not_decomposed_positions_are_not_read_as_them(monkeypatch, tmp_path, name, new):
+    """Walking back from the softmax, the form must come first and its two terms must be a table
+    over the key grid's rows and one over its columns: a scale after it, or a third term over
+    the whole grid, leaves the attention to PyTorch (as written; the fixture's GEMMs are too small
+    for the family, so it then has no body)."""
+    _, method, _, _ = _relpos_variant(tmp_path, monkeypatch, SOFTMAX_LINE, new)
+    assert "_kforge_sdpa3(" not in method, (name, method)  # the fixture as it is gets one (above)
+
+
+def test_tables_shared_by_every_head_broadcast_and_are_verified(monkeypatch, make_cpu_options, tmp_path):
+    """Positions that do not depend on the query (a learned (1, qh, qw, kh) table, the same for
+    every head and image): the batch dim of 1 broadcasts, in the kernel's tables too, and the
+    engine verifies the candidate."""
+    old = "    rel_h = torch.matmul(r_q, Rh.permute(0, 2, 1))\n"
+    new = "    rel_h = Rh.permute(0, 2, 1).sum(1)[None, :, None, :].expand(1, q_h, q_w, k_h).contiguous()\n"
+    task, method, specs, analysis = _relpos_variant(tmp_path, monkeypatch, old, new)
+    assert "_kforge_sdpa3(" in method and "view(4, 6, 5" not in method, method
+    source = registry.build(task, _alone(specs, "tf32x3-gemm"), analysis)
+    (result,) = evaluate_many(task, [source], make_cpu_options(trials=2, timing_trials=1))
+    assert result.status == Status.OK and result.correct, result.log

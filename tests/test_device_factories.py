@@ -21,12 +21,29 @@ TASKS = Path(__file__).parent / "fixtures" / "tasks"
 FPS = TASKS / "host_factories_small.py"
 GRID = TASKS / "host_factories_named_cpu.py"  # RAFT's grid: the factories name the CPU
 FLAG = "device-factories"
+GRAPH = "device-factories+cuda-graph"
 
 
 def _analysis(path: Path):
     task = load_task(path, check_import=False)
     analysis = registry.analyse_task(task, task_features(task, None, "fp32", None))
     return task, analysis, registry.base_specs(analysis, "fp32", "cuda")
+
+
+def _graph_candidate(path: Path):
+    """(task, analysis, the source of its CUDA-graph candidate under the flag)."""
+    task, analysis, specs = _analysis(path)
+    return task, analysis, registry.build(task, next(s for s in specs if s.name == GRAPH), analysis)
+
+
+def _pair(load_source, path: Path, source: str, name: str):
+    """The task's Model and the candidate's ModelNew with the same weights, and the inputs."""
+    reference = load_source(path.read_text(), f"ref_{name}")
+    torch.manual_seed(0)
+    ref = reference.Model()
+    model = load_source(source, f"cand_{name}").ModelNew()
+    model.load_state_dict(ref.state_dict())
+    return ref, model, reference.get_inputs()
 
 
 def test_graph_candidates_make_the_forward_s_tensors_on_its_device():
@@ -54,16 +71,9 @@ def _host_copies(module: torch.nn.Module, *inputs: torch.Tensor) -> int:
 
 
 def test_the_candidate_copies_nothing_from_the_host_and_computes_the_reference(load_source):
-    task, analysis, specs = _analysis(FPS)
-    spec = next(s for s in specs if s.name == "device-factories+cuda-graph")
-    source = registry.build(task, spec, analysis)
+    task, _, source = _graph_candidate(FPS)
     assert static_cheats(source, task.source, "fp32") == []
-    reference = load_source(FPS.read_text(), "ref_fps")
-    torch.manual_seed(0)
-    ref = reference.Model()
-    model = load_source(source, "cand_fps").ModelNew()
-    model.load_state_dict(ref.state_dict())
-    (xyz,) = reference.get_inputs()
+    ref, model, (xyz,) = _pair(load_source, FPS, source, "fps")
     with torch.no_grad():
         torch.testing.assert_close(model(xyz), ref(xyz), rtol=0, atol=0)  # on the CPU: the same ops
         copies = {"reference": _host_copies(ref, xyz), "candidate": _host_copies(model, xyz)}
@@ -72,18 +82,11 @@ def test_the_candidate_copies_nothing_from_the_host_and_computes_the_reference(l
 
 
 def test_factories_that_name_the_cpu_are_made_on_the_inputs_device_too(load_source):
-    task, analysis, specs = _analysis(GRID)
+    task, analysis, source = _graph_candidate(GRID)
     assert analysis.features.host_copies == 2 and analysis.features.cpu_factories == 2  # two aranges
-    spec = next(s for s in specs if s.name == "device-factories+cuda-graph")
-    source = registry.build(task, spec, analysis)
     assert static_cheats(source, task.source, "fp32") == []
     assert "_kforge_factories = _KforgeOnDevice(" in source
-    reference = load_source(GRID.read_text(), "ref_grid")
-    torch.manual_seed(0)
-    ref = reference.Model()
-    model = load_source(source, "cand_grid").ModelNew()
-    model.load_state_dict(ref.state_dict())
-    (fmap,) = reference.get_inputs()
+    ref, model, (fmap,) = _pair(load_source, GRID, source, "grid")
     with torch.no_grad():
         torch.testing.assert_close(model(fmap), ref(fmap), rtol=0, atol=0)
         assert _host_copies(ref, fmap) == 2 and _host_copies(model, fmap) == 0
@@ -96,8 +99,7 @@ def test_factories_that_name_the_cpu_are_made_on_the_inputs_device_too(load_sour
 
 
 def test_the_mode_leaves_a_factory_drawing_from_a_generator_and_restores_the_default(load_source):
-    task, analysis, specs = _analysis(GRID)
-    source = registry.build(task, next(s for s in specs if s.name == "device-factories+cuda-graph"), analysis)
+    _, _, source = _graph_candidate(GRID)
     on_device = load_source(source, "cand_grid_mode")._KforgeOnDevice
     with on_device(torch.device("meta")):
         assert torch.zeros(2, device="cpu").device.type == "meta"
@@ -109,8 +111,7 @@ def test_the_mode_leaves_a_factory_drawing_from_a_generator_and_restores_the_def
 def test_dynamo_traces_the_forward_under_the_mode_in_one_graph(load_source):
     """The graph candidates under torch.compile run their body inside the mode: Dynamo must
     trace through it, not break the graph at each factory."""
-    task, analysis, specs = _analysis(GRID)
-    source = registry.build(task, next(s for s in specs if s.name == "device-factories+cuda-graph"), analysis)
+    _, _, source = _graph_candidate(GRID)
     module = load_source(source, "cand_grid_dynamo")
     reference = load_source(GRID.read_text(), "ref_grid_dynamo")
     torch.manual_seed(0)
@@ -129,14 +130,9 @@ def test_on_a_gpu_only_the_flagged_graph_captures(tmp_path, make_gpu_options):
     from kforge.tools.evaluate import evaluate_many
     from kforge.tools.result import Status
 
-    task, analysis, specs = _analysis(FPS)
-    flagged = next(s for s in specs if s.name == "device-factories+cuda-graph")
-    plain = registry.build(task, flagged, analysis).replace("with _kforge_factories:", "if True:")
-    results = evaluate_many(
-        load_task(FPS),
-        [registry.build(task, flagged, analysis), plain],
-        make_gpu_options(compile_baseline=False),
-    )
+    _, _, flagged = _graph_candidate(FPS)
+    plain = flagged.replace("with _kforge_factories:", "if True:")
+    results = evaluate_many(load_task(FPS), [flagged, plain], make_gpu_options(compile_baseline=False))
     assert results[0].status is Status.OK, results[0].log[-2000:]
     assert results[1].status is not Status.OK and "during CUDA graph capture" in results[1].log
 
@@ -149,10 +145,7 @@ def test_on_a_gpu_the_graph_of_a_forward_naming_the_cpu_captures(tmp_path, make_
     from kforge.tools.evaluate import evaluate_many
     from kforge.tools.result import Status
 
-    task, analysis, specs = _analysis(GRID)
-    flagged = registry.build(
-        task, next(s for s in specs if s.name == "device-factories+cuda-graph"), analysis
-    )
+    _, _, flagged = _graph_candidate(GRID)
     plain = flagged.replace("_kforge_factories = _KforgeOnDevice(", "_kforge_factories = (")
     results = evaluate_many(load_task(GRID), [flagged, plain], make_gpu_options(compile_baseline=False))
     assert results[0].status is Status.OK, results[0].log[-2000:]

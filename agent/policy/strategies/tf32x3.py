@@ -22,6 +22,7 @@ rejected as precision lowered.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import operator
 import re
 from collections.abc import Callable
@@ -113,7 +114,8 @@ def _sdpa_call(node: torch.fx.Node) -> tuple[Any, ...] | None:
         return None
     if not (scale is None or isinstance(scale, float | int)) or not isinstance(gqa, bool):
         return None
-    from ....tools.gemm.attention import unsupported  # Triton: imported when a graph is rewritten
+    # Triton: imported when a graph is rewritten
+    from ....tools.gemm.attention import unsupported, unsupported_rel
 
     # a floored mask (fx_attention.FLOORED): the kernel reads the original and keeps its fills finite
     bias, window = (mask.meta.get(fx_attention.FLOORED, mask) if isinstance(mask, torch.fx.Node) else mask), 0
@@ -130,8 +132,6 @@ def _sdpa_call(node: torch.fx.Node) -> tuple[Any, ...] | None:
     if unsupported(qm, km, vm, gqa, bm):
         return None
     if rel is not None:
-        from ....tools.gemm.attention import unsupported_rel
-
         rhm, rwm = _meta(rel[0]), _meta(rel[1])
         if rhm is None or rwm is None or unsupported_rel(qm, km, rhm, rwm):
             return None
@@ -315,7 +315,9 @@ def _rewrite(
 ) -> tuple[Body, list[str]] | None:
     """The forward with the family's layers on its kernel (after the algebraic rewrites), or
     None when none qualifies."""
-    attention = _kernel_attention if family.flash else lambda gm: _kernel_attention(gm, decomposed=False)
+    attention: Callable[[torch.fx.GraphModule], int] = functools.partial(
+        _kernel_attention, decomposed=family.flash
+    )
     passes = {**fx_rewrite.PASSES, "attention-sdpa": attention, family.pass_name: family.replace}
     result = fx_rewrite.rewrite(model, inputs, passes, family.helpers, buffers)
     if result is None or family.pass_name not in result[1]:

@@ -2,18 +2,18 @@
 
 A floating output ``c`` is reduced to PROBES sums ``S_k(c) = sum_i w_ki c_i`` in float64, with
 weights ``w_ki`` = +1 or -1 drawn from a seed the judge picks per evaluation (a block of CHUNK
-weights per probe, reused along the tensor). For an honest output with error ``d = c - e`` against the float64
-answer ``e``, ``S(c) - S(e) = sum_i w_i d_i`` has mean 0 and, by Hoeffding's inequality,
-exceeds ``K * ||d||_2`` with probability below ``2 exp(-K^2 / 2)`` (1e-8 at K = 6). So
-``|S(c) - S(e)| <= K * limit * ||e||_2`` holds for every output whose relative L2 error is
-within the precision class's ``limit`` (on each probe), while a stale output (the other input
-set's), an empty one or one computed at a lower precision misses it by orders of magnitude.
-A miss is called CLOSE (lowered precision, not stale) only when every probe is close: one
-probe of a stale output lands within 1e-2 of the norm about once in a hundred evaluations, and
-a stale output returned on every timed call misses by the same amount each time (a CI run
-labelled ``stale_after_warmup`` "precision lowered" so, 2026-11-28); all three, about once in
-a million. Integer
-and boolean outputs must match bit for bit (a keyed fingerprint); other values by equality.
+weights per probe, reused along the tensor). For an honest output with error ``d = c - e``
+against the float64 answer ``e``, ``S_k(c) - S_k(e) = sum_i w_ki d_i`` has mean 0 and, by
+Hoeffding's inequality, exceeds ``K * ||d||_2`` with probability below ``2 exp(-K^2 / 2)``
+(1e-8 at K = 6). So ``|S_k(c) - S_k(e)| <= K * limit * ||e||_2`` holds on each probe for every
+output whose relative L2 error is within the precision class's ``limit``, while a stale output
+(the other input set's), an empty one or one computed at a lower precision misses it by orders
+of magnitude. A miss is called CLOSE (lowered precision, not stale) only when every probe is
+close: one probe of a stale output lands within 1e-2 of the norm about once in a hundred
+evaluations, and a stale output returned on every timed call misses by the same amount each
+time (a CI run labelled ``stale_after_warmup`` "precision lowered" so, 2026-11-28); all three,
+about once in a million. Integer and boolean outputs must match bit for bit (a keyed
+fingerprint); other values by equality.
 
 The worker computes the checksum of what it returned, outside the timed region but inside
 the judge's wall-clock window: computing the real output there instead of in the timed call

@@ -112,3 +112,16 @@ def test_a_stale_output_one_probe_cannot_tell_from_its_answer_is_still_stale() -
     sets = [1] * 4
     reason = stale_reason([checksum.of(stale) for _ in sets], sets, expected, 1e-5)
     assert "stale or cached" in reason, reason
+
+
+def test_a_checksum_reply_of_another_form_is_rejected() -> None:
+    """The checksums come from the candidate's worker, which the candidate can patch: a reply
+    with one sum (the old form), too few, a NaN or a string is no fit for any answer."""
+    answer = torch.randn(4096, dtype=torch.float64)
+    checksum = Checksum(7, torch.device("cpu"))
+    expected = [(checksum.of(answer), norms(answer))]
+    good = checksum.of(answer)[0]
+    for forged in (good[0], good[:2], [*good[:2], float("nan")], [*good[:2], "0"]):
+        reason = stale_reason([[forged]], [0], expected, 1e-5)
+        assert "not finite or not a floating tensor" in reason, (forged, reason)
+    assert stale_reason([[good]], [0], expected, 1e-5) == ""

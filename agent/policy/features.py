@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.overrides import TorchFunctionMode
-from torch.utils._device import _device_constructors
+from torch.utils import _pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ...tools.hardware import GpuSpec, spec_for
@@ -60,6 +59,15 @@ class TooManyOps(RuntimeError):
     pass
 
 
+def _reads_host(args: Any, kwargs: Any) -> bool:
+    """An op given a CPU tensor of one dimension or more beside a tensor on another device, which
+    the dispatcher copies over: SAM's ``rel_pos[idx]`` with ``idx`` from ``torch.arange(n)``, a
+    ``copy_`` from the CPU. (A 0-dim CPU tensor enters a CUDA op as a scalar: no copy.)"""
+    tensors = [t for t in _pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+    host = any(t.device.type == "cpu" and t.dim() > 0 for t in tensors)
+    return host and any(t.device.type != "cpu" for t in tensors)
+
+
 class _OpCounter(TorchDispatchMode):
     """Counts the ATen ops that run, views and metadata ops apart (they launch no kernel)."""
 
@@ -74,29 +82,14 @@ class _OpCounter(TorchDispatchMode):
             to = (kwargs or {}).get("device")
             if args[0].device.type == "cpu" and to is not None and torch.device(to).type != "cpu":
                 self.host_copies += 1
+        elif _reads_host(args, kwargs):
+            self.host_copies += 1
         if not (func.is_view or torch.Tag.view_copy in func.tags):
             self.ops[func.overloadpacket.__name__] += 1
             self.total += 1
             if self.total >= MAX_OPS:
                 raise TooManyOps(f"more than {MAX_OPS} ops in one forward")
         return func(*args, **(kwargs or {}))
-
-
-class _NamedCpu(TorchFunctionMode):
-    """Counts the factory calls (``torch.arange``, ``zeros``, ``linspace`` ...) that name the CPU
-    as their device, where the dispatcher sees the default device and a named one alike: RAFT's
-    ``make_coords_grid(b, h, w, device="cpu")``, which a ``torch.device`` context leaves there."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.count = 0
-
-    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        kwargs = kwargs or {}
-        device = kwargs.get("device")
-        if device is not None and func in _device_constructors() and kwargs.get("generator") is None:
-            self.count += torch.device(device).type == "cpu"
-        return func(*args, **kwargs)
 
 
 @dataclasses.dataclass
@@ -116,8 +109,7 @@ class TaskFeatures:
     random: bool = False  # draws random numbers (dropout with p > 0): no candidate can match it
     error: str = ""  # why the op count is missing, when it is
     compile_failed: bool = False  # torch.compile of the reference failed or ran out of time (baseline)
-    host_copies: int = 0  # tensors made on the CPU in the forward and copied over (``.to(device)``)
-    cpu_factories: int = 0  # factory calls in the forward that name the CPU (``device="cpu"``)
+    host_copies: int = 0  # tensors made on the CPU in the forward and copied over (``.to``, an index)
 
     def has(self, names: tuple[str, ...]) -> bool:
         return any(any(n in op for n in names) for op in self.ops)
@@ -253,22 +245,22 @@ def task_features(
         features.compile_failed = baseline.compile_failed
         features.measured_on = (baseline.roofline.gpu if baseline.roofline else None) or baseline.device
     gpu = hardware if known and hardware is not None else spec_for(ASSUMED_GPU)
-    counter, named = _OpCounter(), _NamedCpu()
+    counter = _OpCounter()
     try:
         model, inputs = meta_instance(task.path)
         features.random = _random_modules(model)
-        with counter, named:
+        with counter:
             roof = roofline(model, inputs, gpu, precision)
     except TooManyOps as err:
         features.ops, features.launches, features.error = dict(counter.ops), counter.total, str(err)
-        features.host_copies, features.cpu_factories = counter.host_copies, named.count
+        features.host_copies = counter.host_copies
         return features
     except Exception as err:  # the task's own code on the meta device: any failure only costs features
         features.error = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:200]
         return features
     features.ops = dict(counter.ops)
     features.launches = sum(counter.ops.values())
-    features.host_copies, features.cpu_factories = counter.host_copies, named.count
+    features.host_copies = counter.host_copies
     features.flops, features.min_bytes = roof.flops, roof.min_bytes
     features.floor_ms, features.bound = roof.floor_ms, roof.bound
     features.conv_dims = max((p.dim() - 2 for p in model.parameters() if p.dim() in (3, 4, 5)), default=0)

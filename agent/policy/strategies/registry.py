@@ -313,11 +313,10 @@ def build(task: Task, spec: Spec, analysis: TaskAnalysis) -> str:
         preludes.append(conv.NCHW_PRELUDE)
     if "bf16" in spec.flags:
         preludes.append(precision.PRELUDE)
-    named_cpu = "device-factories" in spec.flags and analysis.features.cpu_factories > 0
-    if named_cpu:
+    if "device-factories" in spec.flags:
         preludes.append(ON_DEVICE_PRELUDE)
     body = Body(method=body.method, prelude="\n\n".join(p.strip("\n") for p in preludes))
-    return render(task.source, spec, body, runner_code(spec), forward_code(spec, named_cpu))
+    return render(task.source, spec, body, runner_code(spec), forward_code(spec))
 
 
 def _base_families() -> dict[str, str]:

@@ -116,14 +116,20 @@ def _compile_args(spec: Spec) -> str:
     return f"mode={spec.mode!r}"
 
 
-# With device-factories, where the forward names the CPU for a factory (RAFT's
-# ``make_coords_grid(b, h, w, device="cpu")``, then ``.to(device)``), which ``torch.device``
-# leaves on the CPU: a mode that moves those too, unless they draw from a generator (whose
-# device they must share). Only for such forwards (``features.cpu_factories``): the others keep
-# ``torch.device``, which Dynamo knows by name.
+# device-factories: the body runs under this mode, torch.device of the inputs' device (the
+# forward's factories without a device made there) and more:
+# - the factory calls that name the CPU made there too: RAFT's ``make_coords_grid(b, h, w,
+#   device="cpu")``, then ``.to(device)``, which torch.device leaves on the CPU (its graphs failed
+#   capture so);
+# - left where they are: a factory drawing from a generator (whose device it must share);
+#   ``torch.tensor`` / ``as_tensor`` / ``asarray``, whose data is the host's (made on the GPU, a
+#   copy from pageable memory that no graph captures, where a 0-dim CPU tensor enters a CUDA op
+#   as a scalar: RAFT's ``corr / torch.sqrt(torch.tensor(c))``); a pinned buffer (Inductor's
+#   autotuner saves mutated arguments into one while the body runs: "Only dense CPU tensors can
+#   be pinned", RAFT's compiled graphs, 2026-11-28).
 ON_DEVICE_PRELUDE = '''
 class _KforgeOnDevice(torch.overrides.TorchFunctionMode):
-    """torch.device(device), and the factory calls that name the CPU made there as well."""
+    """torch.device(device), the factory calls that name the CPU made there as well."""
 
     def __init__(self, device):
         super().__init__()
@@ -131,7 +137,12 @@ class _KforgeOnDevice(torch.overrides.TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func in torch.utils._device._device_constructors() and kwargs.get("generator") is None:
+        if (
+            func in torch.utils._device._device_constructors()
+            and func not in (torch.tensor, torch.as_tensor, torch.asarray)
+            and kwargs.get("generator") is None
+            and not kwargs.get("pin_memory")
+        ):
             named = kwargs.get("device")
             if named is None or torch.device(named).type == "cpu":
                 kwargs["device"] = self.device
@@ -139,22 +150,19 @@ class _KforgeOnDevice(torch.overrides.TorchFunctionMode):
 '''
 
 
-def forward_code(spec: Spec, named_cpu: bool = False) -> str:
-    """``forward``: flags set before the run and restored after it. ``named_cpu``: the forward
-    names the CPU in a factory call, and device-factories moves those calls too."""
+def forward_code(spec: Spec) -> str:
+    """``forward``: flags set before the run and restored after it."""
     pre: list[str] = []
     post: list[str] = []
     call = "out = self._kforge_run(*args)"
-    # "device-factories": the body runs under ``torch.device`` of its first tensor input, so a
+    # "device-factories": the body runs under ``_KforgeOnDevice`` of its first tensor input, so a
     # tensor the forward makes without a device (``torch.zeros(b, n).to(device)``, the same
     # values) is made there instead of on the CPU and copied over: a copy from pageable host
     # memory cannot be captured in a CUDA graph (PointNet++'s sampling loop, unseen8: every
     # graph candidate failed so), and in eager each such copy waits for the host.
     if "device-factories" in spec.flags:
         device = "next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device('cpu'))"
-        pre += [
-            f"_kforge_factories = _KforgeOnDevice({device})" if named_cpu else f"_kforge_factories = {device}"
-        ]
+        pre += [f"_kforge_factories = _KforgeOnDevice({device})"]
         call = "with _kforge_factories:\n        out = self._kforge_run(*args)"
     if "cudnn-benchmark" in spec.flags:
         pre += ["_kforge_prev = torch.backends.cudnn.benchmark", "torch.backends.cudnn.benchmark = True"]

@@ -7,7 +7,7 @@ candidate ``attention_triton.py`` (flash attention with IEEE fp32 dots, on the C
 and kforge's kernel (tools/gemm/attention.py, autotuned). Times are CUDA-event medians; the
 error is ||out - ref64|| / ||ref64|| against float64 attention, and the max error beside it.
 
-    python bench/bench_tf32x3_attention.py [--sweep [NAME] | --masks]
+    python bench/bench_tf32x3_attention.py [--sweep [NAME] | --masks | --relpos]
 
 ``--sweep`` times every tile configuration at the three models' shapes and Gemma 3's head dim
 256; ``--masks`` times the kernel with a bias (BLOOM's ALiBi, BERT's padding, T5's position
@@ -15,7 +15,7 @@ bias) or a sliding window (Mistral's, Gemma's) against PyTorch's SDPA given the 
 means the same; T5's bias and padding mask also given to the kernel apart (a tile and a row);
 and SAM's decomposed relative positions (its global and windowed attention): the kernel reading
 the two tables against SAM's own code (matmul, the 5-D add, softmax, matmul), eagerly and under
-torch.compile, and PyTorch's SDPA given their (L, S) sum.
+torch.compile, and PyTorch's SDPA given their (L, S) sum; ``--relpos`` that last table alone.
 """
 
 from __future__ import annotations
@@ -220,6 +220,28 @@ def relpos(name: str, heads: int, side: int, d: int) -> tuple[str, ...]:
     )  # fmt: skip
 
 
+def masks_and_relpos(masks: bool) -> None:
+    """--masks: the masked attentions, the skipped blocks and SAM's tables; --relpos: SAM's
+    tables alone (its global block, compiled and against float64, takes minutes)."""
+    if masks:
+        rows = [masked(*case) for case in MASKED]
+        cols = ["block", "sdpa fp32, mask", "math", "kforge 3xTF32", "vs sdpa", "err sdpa", "err kforge"]
+        print_table(
+            "attention with a bias or a window, ms (CUDA-event medians); error vs float64", cols, rows
+        )
+        print_table(
+            "the kernel on a mask tile: fully masked key blocks swept or passed over, ms (CUDA-event medians)",
+            ["Mistral-7B's mask", "every block", "masked blocks passed over", "gain"],
+            [skipping()],
+        )
+    print_table(
+        "SAM's decomposed relative positions, ms (CUDA-event medians); error vs float64",
+        ["attention", "SAM eager", "compile", "sdpa, (L, S) mask", "kforge, two tables", "vs compile",
+         "err eager", "err kforge"],
+        [relpos(*case) for case in RELPOS],
+    )  # fmt: skip
+
+
 def main() -> None:
     print(header("python bench/bench_tf32x3_attention.py " + " ".join(sys.argv[1:])))
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -234,23 +256,8 @@ def main() -> None:
         cols = ["shape", "sdpa fp32 ms", "(BLOCK_M, BLOCK_N, warps, stages)", "kforge ms", "vs sdpa"]
         print_table("the kernel's tile configurations, fastest three per split", cols, rows)
         return
-    if "--masks" in sys.argv:
-        rows = [masked(*case) for case in MASKED]
-        cols = ["block", "sdpa fp32, mask", "math", "kforge 3xTF32", "vs sdpa", "err sdpa", "err kforge"]
-        print_table(
-            "attention with a bias or a window, ms (CUDA-event medians); error vs float64", cols, rows
-        )
-        print_table(
-            "the kernel on a mask tile: fully masked key blocks swept or passed over, ms (CUDA-event medians)",
-            ["Mistral-7B's mask", "every block", "masked blocks passed over", "gain"],
-            [skipping()],
-        )
-        print_table(
-            "SAM's decomposed relative positions, ms (CUDA-event medians); error vs float64",
-            ["attention", "SAM eager", "compile", "sdpa, (L, S) mask", "kforge, two tables", "vs compile",
-             "err eager", "err kforge"],
-            [relpos(*case) for case in RELPOS],
-        )  # fmt: skip
+    if "--masks" in sys.argv or "--relpos" in sys.argv:
+        masks_and_relpos("--masks" in sys.argv)
         return
     rows = [measure(*shape) for shape in SHAPES]
     print_table(

@@ -97,17 +97,16 @@ for strategy, status, result in rows:
   templates)   # kforge's memory-bound Triton templates (norms, cross-entropy) and its 3xTF32 flash attention
                # against eager and torch.compile: fraction of the measured copy bandwidth, error vs float64
     (cd bench && python3 bench_templates.py && python3 bench_norm_tiles.py && python3 bench_tf32x3_attention.py && python3 bench_tf32x3_attention.py --masks) 2>&1 | tee "$OUT/templates.log" ;;
-  pending)     # what the CPU changed and no GPU has run yet (2026-11-28; the rest of the earlier list ran that day,
-               # docs/data/pending-2026-11-28/): the factories that name the CPU made on the inputs' device
-               # (RAFT's grid; its graph candidates failed capture): the GPU tests, then RAFT's candidates
-               # and the flash kernel passing over a mask's fully masked blocks (Mistral's mask, built from its input);
-               # SAM's decomposed relative positions on the flash kernel (its block, and --masks' last table)
+  pending)     # what the CPU changed and no GPU has run yet (2026-11-28b; the rest ran that day, docs/data/pending-2026-11-28b/):
+               # device-factories as one mode that leaves 0-dim tensors of numbers and pinned buffers on the CPU and
+               # builds the FX rewrites' tables on the device (RAFT's graphs: capture failed on both), the index
+               # copies the features now count (SAM's graphs), the skipped mask blocks' GPU test at one tile;
+               # SAM's decomposed relative positions on the flash kernel (its block first, then its --relpos table)
     (python3 -m pytest -q -m gpu tests/test_device_factories.py tests/test_tf32x3_attention.py -p no:cacheprovider; \
-      cd bench && python3 bench_strategies.py ../bench/realistic/dev/raft_large_correlation_lookup_motion_encoder.py \
+      cd bench && python3 bench_strategies.py ../bench/realistic/unseen6/sam_vit_b_encoder_window_global_blocks.py --match tf32x3-gemm; \
+      python3 bench_strategies.py ../bench/realistic/dev/raft_large_correlation_lookup_motion_encoder.py \
         --match device-factories,tf32x3-conv; \
-      python3 bench_strategies.py ../bench/realistic/dev/mistral_7b_sliding_window_attention.py --match tf32x3-gemm; \
-      python3 bench_strategies.py ../bench/realistic/unseen6/sam_vit_b_encoder_window_global_blocks.py --match tf32x3-gemm; \
-      python3 bench_tf32x3_attention.py --masks) 2>&1 | tee "$OUT/pending.log" ;;
+      python3 bench_tf32x3_attention.py --relpos) 2>&1 | tee "$OUT/pending.log" ;;
   realistic)   # issue #34's realistic blocks (bench/realistic/README.md; carry .whl/agent): REALISTIC_SET=dev|heldout|unseen|...|unseen5 (or a list file there, e.g. after-unseen5.txt),
                # REALISTIC_ROUNDS (2), REALISTIC_STRATEGIES (families, as --strategies), REALISTIC_SECONDS (no new
                # task after it; 420), REALISTIC_TIMEOUT (the batch stopped, resumable; REALISTIC_SECONDS + 100). The batch folder comes back in

@@ -130,9 +130,10 @@ def test_factories_that_name_the_cpu_are_made_on_the_inputs_device_too(load_sour
 
 
 def test_the_mode_leaves_host_data_generators_and_pinned_buffers_and_restores_the_default(load_source):
-    """Left on the CPU: a factory drawing from a generator; ``torch.tensor`` and its kin, whose
-    data is the host's (RAFT's ``torch.tensor(c)``: on the GPU, a copy that no graph captures);
-    a pinned buffer (Inductor's autotuner saves mutated arguments in one while the body runs:
+    """Left on the CPU: a factory drawing from a generator; ``torch.tensor`` and its kin of one
+    Python number, a 0-dim tensor that a CUDA op reads as a scalar (RAFT's ``torch.tensor(c)``:
+    on the GPU, a copy that no graph captures), where a list is made on the device; a pinned
+    buffer (Inductor's autotuner saves mutated arguments in one while the body runs:
     moved, RAFT's compiled graphs failed with "Only dense CPU tensors can be pinned")."""
     _, _, source = _graph_candidate(GRID)
     on_device = load_source(source, "cand_grid_mode")._KforgeOnDevice
@@ -142,11 +143,18 @@ def test_the_mode_leaves_host_data_generators_and_pinned_buffers_and_restores_th
         assert torch.randn(2, generator=torch.Generator(), device="cpu").device.type == "cpu"
         for made in (
             torch.tensor(3.0),
-            torch.as_tensor([1, 2]),
-            torch.asarray([1.0]),
-            torch.tensor(2, device="cpu"),
+            torch.as_tensor(2),
+            torch.asarray(obj=1.0),
+            torch.tensor(True, device="cpu"),
         ):
-            assert made.device.type == "cpu"
+            assert made.device.type == "cpu" and made.dim() == 0
+        for made in (
+            torch.tensor([3.0]),
+            torch.as_tensor([1, 2]),
+            torch.asarray(obj=[1.0]),
+            torch.tensor(()),
+        ):
+            assert made.device.type == "meta"
         try:  # moved, it would be a meta tensor (pinned meta memory is no error)
             pinned = torch.empty_strided((4,), (1,), device="cpu", pin_memory=True)
         except RuntimeError as err:  # no accelerator here to pin with: the call reached the CPU
@@ -154,6 +162,29 @@ def test_the_mode_leaves_host_data_generators_and_pinned_buffers_and_restores_th
         else:
             assert pinned.device.type == "cpu"
     assert torch.zeros(2).device.type == "cpu"
+
+
+def _helpers() -> dict:
+    """The FX rewrites' table helper and the mode, as a candidate holds them."""
+    from kforge.agent.policy.strategies import fx_constants, runners
+
+    namespace: dict = {"torch": torch}
+    exec(fx_constants.TABLE_HELPER + runners.ON_DEVICE_PRELUDE, namespace)  # noqa: S102 -- kforge's own text
+    return namespace
+
+
+def test_a_rewrite_s_table_is_built_once_where_the_factories_go():
+    """RAFT's 9 x 9 grid of offsets, which the tracer folds into a table: built on the CPU
+    and copied each call, its compiled graph failed capture (2026-11-28, after the pinned
+    buffers were left alone). Under the mode it is built on the inputs' device, once."""
+    helpers = _helpers()
+    table, values = helpers["_kforge_table"], (1.0, 2.0, 3.0, 4.0)
+    on_cpu = table(values, torch.float32, (2, 2))
+    with helpers["_KforgeOnDevice"](torch.device("meta")):
+        on_device = table(values, torch.float32, (2, 2))
+        assert on_device.device.type == "meta" and table(values, torch.float32, (2, 2)) is on_device
+    assert on_cpu.device.type == "cpu" and table(values, torch.float32, (2, 2)) is on_cpu
+    assert torch.equal(on_cpu, torch.tensor([[1.0, 2.0], [3.0, 4.0]]))
 
 
 def test_dynamo_traces_the_forward_under_the_mode_in_one_graph(load_source):
@@ -198,3 +229,30 @@ def test_on_a_gpu_the_graph_of_a_forward_naming_the_cpu_captures(tmp_path, make_
     results = evaluate_many(load_task(GRID), [flagged, plain], make_gpu_options(compile_baseline=False))
     assert results[0].status is Status.OK, results[0].log[-2000:]
     assert results[1].status is not Status.OK and "during CUDA graph capture" in results[1].log
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_a_gpu_a_rewrite_s_table_and_a_scalar_tensor_are_captured():
+    """RAFT's forward as the FX rewrites write it: a table then ``.to(device)``, and
+    ``torch.sqrt(torch.tensor(c))``; under the mode, after one warm-up call, the graph captures
+    no copy from the host and replays the same answer."""
+    helpers = _helpers()
+    values = tuple(float(v) for v in range(6))
+    x = torch.randn(2, 3, device="cuda")
+
+    def body(x: torch.Tensor) -> torch.Tensor:
+        return (
+            x
+            * helpers["_kforge_table"](values, torch.float32, (2, 3)).to(x.device)
+            / torch.sqrt(torch.tensor(4))
+        )
+
+    with helpers["_KforgeOnDevice"](x.device):
+        warm = body(x)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = body(x)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, warm)

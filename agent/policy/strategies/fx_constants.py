@@ -20,21 +20,24 @@ TABLE_MAX_NUMEL = 1 << 16  # an integer or boolean table the tracer made, as a l
 FLOAT_TABLE_MAX_NUMEL = 1 << 14
 # The candidate's own helper (kforge's modules outside its kernel libraries are the evaluator,
 # which a candidate may not import): the table is built on the first call and kept by the
-# literal's identity (one object, the code's constant), so a call costs a dictionary lookup,
-# not a 4,096-element torch.tensor. Under torch.compile it is a constant of the graph.
+# literal's identity (one object, the code's constant) and the device the forward's factories
+# make tensors on (the CPU, as the forward made it; the inputs' device under device-factories,
+# where a CUDA graph captures no copy from the host), so a call costs a dictionary lookup, not
+# a 4,096-element torch.tensor. Under torch.compile it is a constant of the graph.
 TABLE_HELPER = '''
 _kforge_tables = {}
 
 
 def _kforge_table(values, dtype, shape):
-    """A table the tracer made from Python numbers, built once (a CPU tensor, as the forward
-    made it; the forward only reads it)."""
+    """A table the tracer made from Python numbers, built once where the forward's factories
+    make tensors (the forward only reads it)."""
     if torch.compiler.is_compiling():
         return torch.tensor(values, dtype=dtype).reshape(shape)
-    kept = _kforge_tables.get(id(values))
+    key = (id(values), torch.empty(0).device)
+    kept = _kforge_tables.get(key)
     if kept is None or kept[0] is not values:
         kept = (values, torch.tensor(values, dtype=dtype).reshape(shape))
-        _kforge_tables[id(values)] = kept
+        _kforge_tables[key] = kept
     return kept[1]
 '''
 _helper_namespace: dict[str, Any] = {"torch": torch}
@@ -58,13 +61,13 @@ def _table(value: torch.Tensor) -> bool:
 
 
 def inline(gm: torch.fx.GraphModule, model: torch.nn.Module) -> None:
-    """A small tensor the tracer made (``torch.tensor(x)`` of numbers in the forward: DeBERTa's
+    """A table that the forward only reads (``_table``: SAM's relative position indices, 64 x
+    64 from ``torch.arange``; DiT's 128 timestep frequencies in float32; RAFT's 9 x 9 grid of
+    offsets) becomes a literal built once (``TABLE_HELPER``), bit for bit the tensor the tracer
+    made. Another small tensor (``torch.tensor(x)`` of a number in the forward: DeBERTa's
     ``torch.log(torch.tensor(...))``, ``torch.sqrt(torch.tensor(d))``) becomes the same
-    ``torch.tensor(values, dtype=...)`` in the code (a CPU tensor, as the forward made it). A
-    table that the forward only reads (``_table``: SAM's relative position indices, 64 x 64
-    from ``torch.arange``; DiT's 128 timestep frequencies in float32) becomes a literal built
-    once (``TABLE_HELPER``), bit for bit the tensor the tracer made. Anything larger stays an
-    attribute ModelNew lacks, so the rewrite is not offered."""
+    ``torch.tensor(values, dtype=...)`` in the code (a CPU tensor, as the forward made it).
+    Anything larger stays an attribute ModelNew lacks, so the rewrite is not offered."""
     for node in list(gm.graph.nodes):
         if node.op != "get_attr" or has_attr(model, str(node.target)):
             continue
@@ -72,11 +75,11 @@ def inline(gm: torch.fx.GraphModule, model: torch.nn.Module) -> None:
         if not isinstance(value, torch.Tensor) or value.device.type != "cpu":
             continue
         with gm.graph.inserting_before(node):
-            if value.numel() <= CONSTANT_MAX_NUMEL:
-                made = gm.graph.call_function(torch.tensor, (value.tolist(),), {"dtype": value.dtype})
-            elif _table(value) and only_read(gm, str(node.target)):
+            if value.dim() > 0 and _table(value) and only_read(gm, str(node.target)):
                 values = tuple(value.reshape(-1).tolist())
                 made = gm.graph.call_function(table, (values, value.dtype, tuple(value.shape)), name="table")
+            elif value.numel() <= CONSTANT_MAX_NUMEL:
+                made = gm.graph.call_function(torch.tensor, (value.tolist(),), {"dtype": value.dtype})
             else:
                 continue
         made.meta.update(node.meta)

@@ -121,12 +121,13 @@ def _compile_args(spec: Spec) -> str:
 # - the factory calls that name the CPU made there too: RAFT's ``make_coords_grid(b, h, w,
 #   device="cpu")``, then ``.to(device)``, which torch.device leaves on the CPU (its graphs failed
 #   capture so);
-# - left where they are: a factory drawing from a generator (whose device it must share);
-#   ``torch.tensor`` / ``as_tensor`` / ``asarray``, whose data is the host's (made on the GPU, a
-#   copy from pageable memory that no graph captures, where a 0-dim CPU tensor enters a CUDA op
-#   as a scalar: RAFT's ``corr / torch.sqrt(torch.tensor(c))``); a pinned buffer (Inductor's
+# - left where they are: a factory drawing from a generator (whose device it must share); a
+#   ``torch.tensor`` (``as_tensor``, ``asarray``) of one Python number, a 0-dim CPU tensor that
+#   a CUDA op reads as a scalar (made on the GPU, it is a copy from pageable memory, which no
+#   graph captures: RAFT's ``corr / torch.sqrt(torch.tensor(c))``); a pinned buffer (Inductor's
 #   autotuner saves mutated arguments into one while the body runs: "Only dense CPU tensors can
-#   be pinned", RAFT's compiled graphs, 2026-11-28).
+#   be pinned", RAFT's compiled graphs, 2026-11-28). A tensor of a list is made on the device:
+#   the FX rewrites' tables (``fx_constants``) are built there once, before a graph's capture.
 ON_DEVICE_PRELUDE = '''
 class _KforgeOnDevice(torch.overrides.TorchFunctionMode):
     """torch.device(device), the factory calls that name the CPU made there as well."""
@@ -139,7 +140,7 @@ class _KforgeOnDevice(torch.overrides.TorchFunctionMode):
         kwargs = kwargs or {}
         if (
             func in torch.utils._device._device_constructors()
-            and func not in (torch.tensor, torch.as_tensor, torch.asarray)
+            and not (func in (torch.tensor, torch.as_tensor, torch.asarray) and _kforge_number(args, kwargs))
             and kwargs.get("generator") is None
             and not kwargs.get("pin_memory")
         ):
@@ -147,6 +148,11 @@ class _KforgeOnDevice(torch.overrides.TorchFunctionMode):
             if named is None or torch.device(named).type == "cpu":
                 kwargs["device"] = self.device
         return func(*args, **kwargs)
+
+
+def _kforge_number(args, kwargs):
+    data = args[0] if args else kwargs.get("data", kwargs.get("obj"))
+    return isinstance(data, (bool, int, float, complex))
 '''
 
 

@@ -515,6 +515,41 @@ def test_t5s_position_bias_and_padding_go_on_the_kernel_apart_verified_and_a_dro
     )  # fmt: skip
 
 
+def test_distilberts_expanded_padding_goes_on_the_kernel_as_a_row_verified_and_a_dropped_one_is_caught(
+    monkeypatch, make_cpu_options, tmp_path
+):
+    """DistilBERT's form (fixture ``distilbert_padding_small``; the realistic task's attention was
+    left to PyTorch): the mask ``expand_as(scores)`` reads only the scores' shape, the -inf fill's
+    mask goes to the kernel as the additive (B, 1, 1, S) row ``where(mask, -inf, 0)`` (never
+    expanded), and a dropout in eval mode is no op. With the row dropped it is incorrect; in
+    training mode the dropout stays and so does PyTorch's attention."""
+    _verified_and_a_broken_call_caught(
+        monkeypatch, make_cpu_options, tmp_path, "distilbert_padding_small.py",
+        "_kforge_sdpa3(truediv, k, v, False, 1.0, where)", "expand",
+        KERNEL_CALL.replace("scale, bias,", "scale, None,"),
+    )  # fmt: skip
+    path = tmp_path / "distilbert_training.py"
+    path.write_text(
+        (FIXTURES / "distilbert_padding_small.py").read_text().replace("self.eval()", "self.train()")
+    )
+    _, analysis, _ = _analysis(path)
+    assert analysis.gemm3 is None or "_kforge_sdpa3(" not in analysis.gemm3[0].method
+
+
+def test_barts_mask_over_the_viewed_heads_goes_on_the_kernel_in_its_dims_verified_and_a_dropped_one_is_caught(
+    monkeypatch, make_cpu_options, tmp_path
+):
+    """BART's bmm form (fixture ``bart_bmm_padding_small``; the realistic decoder's attention was
+    left to PyTorch): the padding mask is added over the (B, H) view of q's flat (B * H) batch
+    and does not broadcast over it; q, k and v are viewed to (B, H, L, D) for the attention and
+    the output back. With the mask dropped it is incorrect."""
+    _verified_and_a_broken_call_caught(
+        monkeypatch, make_cpu_options, tmp_path, "bart_bmm_padding_small.py",
+        "reshape_3 = sdpa3.reshape(8, 12, 16)", "softmax",
+        KERNEL_CALL.replace("scale, bias,", "scale, None,"),
+    )  # fmt: skip
+
+
 def test_sams_relative_positions_go_on_the_kernel_as_two_tables_verified_and_swapped_ones_are_caught(
     monkeypatch, make_cpu_options, tmp_path
 ):

@@ -6,7 +6,7 @@ The pattern, as models write it::
     scores = scores / math.sqrt(d)            # or * scale; optional
     scores = scores.masked_fill(mask, -inf)   # or + additive_mask; optional
     probs = softmax(scores, dim=-1)           # torch / F / method / nn.Softmax
-    probs = dropout(probs)                    # only with p = 0 (a no-op)
+    probs = dropout(probs)                    # only with p = 0 or in eval mode (a no-op)
     out = probs @ v
 
 becomes ``F.scaled_dot_product_attention(q, k, v, attn_mask=..., scale=...)``, which never
@@ -47,7 +47,8 @@ import torch
 import torch.fx
 import torch.nn.functional as F
 
-from .fx_masks import Buffers, batch_free, causal_bias, causal_window, constant_value, kept, very_negative
+from .fx_masks import FLOORED as FLOORED  # the 3xTF32 pass reads it through here
+from .fx_masks import Buffers, batch_free, causal_bias, floored, in_q_dims, very_negative, window
 from .fx_masks import arg as _arg
 from .fx_masks import call as _call
 from .fx_masks import causal as is_causal_mask
@@ -55,6 +56,7 @@ from .fx_masks import real_buffers as real_buffers  # the registry reads buffers
 from .fx_masks import shape as _shape
 from .fx_operands import (
     Swapped,
+    batch_viewed,
     dims,
     dtype_of,
     emitted,
@@ -65,6 +67,7 @@ from .fx_operands import (
     regroups_batch,
     same_batch,
     transposed_last_two,
+    unexpanded,
 )
 from .fx_relpos import DECOMPOSED as DECOMPOSED  # the 3xTF32 pass reads it through here
 from .fx_relpos import decomposed_bias, relative_mask
@@ -75,12 +78,7 @@ SOFTMAXES = (torch.softmax, F.softmax, torch.nn.functional.softmax)
 DROPOUTS = (F.dropout, torch.dropout)
 CAUSAL_KEY_BIAS = "kforge_causal_key_bias"  # node meta: the bias a causal attn_mask was built from
 CAUSAL_WINDOW = "kforge_causal_window"  # node meta: the window of the sliding-window causal attn_mask
-# An additive mask's fill below this (transformers' finfo.min) overflows to -inf in a kernel that
-# computes in log2 units, and a row of it then gives 0 or NaN where the softmax gives equal
-# weights (ModernBERT's padded queries past its window, 2026-11-27: every SDPA rewrite was
-# incorrect on an H100, max abs err 0.16). The mask passed to SDPA is kept at it; -inf stays.
-MASK_FLOOR = -2.3e38
-FLOORED = "kforge_floored"  # node meta: the additive mask a floored attn_mask was made from
+FILLED = "kforge_filled"  # node meta: the mask a -inf fill read (True: filled), the keep mask's inverse
 
 
 def _module(gm: torch.fx.GraphModule, node: Any, kind: type) -> Any:
@@ -128,10 +126,12 @@ def _from_probs(
         probs = viewed if only_user(viewed, probs) else None
         if probs is None:
             return None
-    if _call(probs, DROPOUTS, ("dropout",)) and _arg(probs, 1, "p", 0.5) == 0:
+    if _call(probs, DROPOUTS, ("dropout",)) and (
+        _arg(probs, 1, "p", 0.5) == 0 or _arg(probs, 2, "training", True) is False
+    ):
         probs = _input(probs)
-    elif (drop := _module(gm, probs, torch.nn.Dropout)) is not None and drop.p == 0:
-        probs = _input(probs)
+    elif (drop := _module(gm, probs, torch.nn.Dropout)) is not None and (drop.p == 0 or not drop.training):
+        probs = _input(probs)  # p = 0, or in eval mode (DistilBERT's p = 0.1 after its own .eval())
     if probs is not None and _same_dtype_cast(probs):  # softmax(...).to(q.dtype) on fp32
         probs = _input(probs)
     if probs is None:
@@ -200,12 +200,15 @@ def _scores(node: Any, user: Node, v: Any) -> dict[str, Any] | None:
     found: dict[str, Any] = {"v": v, "scale": 1.0, "mask": None, "bias": None, "finite": False, "readers": []}
     views = 0  # a mask found before a view (walking back) is over the view's batch dims
     masks: list[tuple[int, Any]] = []  # (views passed when found, mask)
+    at: Any = None  # the scores' shape where the masks are applied
     while isinstance(node, Node) and only_user(node, user):
         found["readers"] += [u for u in node.users if reads_attribute(u)]  # to read q's instead
         matmul = _call(node, MATMULS, ("matmul", "bmm")) and len(node.args) == 2
         if matmul or (_call(node, (torch.baddbmm,), ("baddbmm",)) and len(node.args) == 3):
             if any(seen < views and not batch_free(mask) for seen, mask in masks):
-                return None  # a mask over the viewed batch dims would mean another thing in q's
+                if len(masks) != 1 or at is None:
+                    return None  # a mask over the viewed batch dims would mean another thing in q's
+                found["batch_view"] = at[:-2]  # BART's: q, k and v viewed to the mask's dims
             return _qk(found, node, node.args[0], node.args[1]) if matmul else _baddbmm(found, node)
         if regroups_batch(node) is not None:
             views += 1
@@ -227,8 +230,9 @@ def _scores(node: Any, user: Node, v: Any) -> dict[str, Any] | None:
                 found["finite"] = True  # taken only if the mask proves causal (sdpa_attention)
             else:
                 return None  # a finite fill is not the same function on a fully masked row
-            masks.append((views, node.args[1]))
-            found["mask"] = ("fill", node.args[1])
+            fill, at = unexpanded(node.args[1], node.args[0]), _shape(node)
+            masks.append((views, fill))
+            found["mask"] = ("fill", fill)
         elif found["mask"] is None and found["scale"] == 1.0 and not views and (rel := decomposed_bias(node)):
             found["rel"] = rel[1:]  # walking back, nothing came after it but the softmax (and casts)
             node = rel[0].args[0]  # the 5-D view of the scores (the first add reads it alone)
@@ -240,6 +244,7 @@ def _scores(node: Any, user: Node, v: Any) -> dict[str, Any] | None:
             if node.kwargs.get("alpha", 1) != 1 or dtype_of(node.args[1]) != dtype_of(node):
                 return None  # a bool "added" is a keep-mask to SDPA, not a bias
             masks.append((views, node.args[1]))
+            at = _shape(node)
             if found["mask"] is None:
                 found["mask"] = ("add", node.args[1])
             elif found["mask"][0] == "fill":
@@ -287,23 +292,6 @@ def _qk(found: dict[str, Any], scores: Node, q: Any, kt: Any) -> dict[str, Any] 
     return {**found, "gqa": True} if heads_broadcast(found) else None
 
 
-def _window(mask: Any, how: str, q: Any, k: Any, buffers: Buffers) -> int | None:
-    """0 when a mask built from no input is the causal one, w when it is the causal one within
-    the last w keys (Gemma's and Mistral's sliding window, built from aranges), else None."""
-    value = constant_value(mask, buffers) if q is not None and k is not None else None
-    keep = kept(value, how == "fill") if value is not None else None
-    return causal_window(keep) if keep is not None and tuple(keep.shape) == (q[-2], k[-2]) else None
-
-
-def _in_q_dims(graph: torch.fx.Graph, mask: Node, q: tuple[int, ...]) -> Node:
-    """``mask`` with the dims it has beyond q's dropped, when they are 1 (a mask found over the
-    viewed batch dimensions, which _scores accepts only batch-free)."""
-    shape = _shape(mask)
-    if shape is None or len(shape) <= len(q):
-        return mask
-    return graph.call_method("reshape", (mask, *shape[-2:]))
-
-
 def _scale(graph: torch.fx.Graph, found: Any) -> Any:
     """SDPA's scale for the pattern's: 1.0 when it has none, a number stays a number."""
     if not isinstance(found, tuple):
@@ -316,21 +304,6 @@ def _scale(graph: torch.fx.Graph, found: Any) -> Any:
     return graph.call_function(operator.truediv, (1.0, value))
 
 
-def _floored(graph: torch.fx.Graph, mask: Any) -> Any:
-    """``mask`` with its fills below MASK_FLOOR (but -inf) at MASK_FLOOR: the same softmax. Made
-    once a mask (the layers of a model share theirs)."""
-    if not isinstance(mask, Node):
-        return mask
-    made = next((n for n in mask.users if n.meta.get(FLOORED) is mask), None)
-    if made is not None:
-        return made
-    raised = graph.call_method("clamp", (mask,), {"min": MASK_FLOOR})
-    finite = graph.call_function(operator.gt, (mask, -math.inf))
-    out = graph.call_function(torch.where, (finite, raised, mask))
-    out.meta[FLOORED] = mask
-    return out
-
-
 def sdpa_attention(gm: torch.fx.GraphModule, max_head_dim: int = 0, decomposed: bool = False) -> int:
     """Rewrite every hand-written attention in ``gm`` (shapes propagated); returns how many.
     ``max_head_dim`` > 0: leave alone an attention whose head dim is larger (its family's GEMM
@@ -340,54 +313,87 @@ def sdpa_attention(gm: torch.fx.GraphModule, max_head_dim: int = 0, decomposed: 
     buffers: Buffers = gm.meta.get("buffers") or dict  # values, where known (real_buffers)
     for out in list(graph.nodes):
         found = _match(gm, out)
-        if found is None:
+        plan = None if found is None else _plan(found, buffers, max_head_dim, decomposed)
+        if found is None or plan is None:
             continue
-        q, k = _shape(found["q"]), dims(found["k"])
-        rel = found.get("rel")  # decomposed relative positions: taken alone, for a kernel reading them
-        alone = found["mask"] is None and found["bias"] is None
-        if (max_head_dim and (q is None or q[-1] > max_head_dim)) or (rel and not (decomposed and alone)):
-            continue
-        how, mask = found["mask"] or (None, None)
-        bias = found["bias"]
-        causal = (how == "fill" and is_causal_mask(mask, q, k, buffers)) or (
-            how == "add" and causal_bias(mask, q, k, buffers)
-        )
-        window = None
-        if how is not None and not causal and bias is None:
-            window = _window(mask, how, q, k, buffers)
-            causal = window == 0
-        if found["finite"] and not (causal or window):
-            continue  # a finite fill equals -inf's only where every row keeps a key
         with graph.inserting_before(out):
-            kwargs: dict[str, Any] = {"scale": _scale(graph, found["scale"])}
-            if how is not None:
-                mask = _in_q_dims(graph, mask, q)  # type: ignore[arg-type]
-            if bias is not None and how is None:  # baddbmm's bias alone: an additive mask
-                kwargs["attn_mask"] = _floored(graph, bias)
-            elif bias is not None:  # a fill and a bias: one mask (SDPA takes one)
-                joined = graph.call_function(torch.where, (mask, -math.inf, _floored(graph, bias)))
-                if causal:
-                    joined.meta[CAUSAL_KEY_BIAS] = bias
-                kwargs["attn_mask"] = joined
-            elif causal:
-                kwargs["is_causal"] = True  # kernels skip the masked blocks
-            elif how == "fill":
-                kwargs["attn_mask"] = graph.call_function(torch.logical_not, (mask,))
-            elif how == "add":
-                kwargs["attn_mask"] = _floored(graph, mask)
-            if window:  # for a kernel with a sliding window (the 3xTF32 flash attention)
-                kwargs["attn_mask"].meta[CAUSAL_WINDOW] = window
-            if rel is not None:
-                kwargs["attn_mask"] = relative_mask(graph, rel, q[-2])  # type: ignore[index]
-            if found.get("gqa"):
-                kwargs["enable_gqa"] = True
-            qkv = (found["q"], emitted(graph, found["k"]), emitted(graph, found["v"]))
-            attention = graph.call_function(F.scaled_dot_product_attention, qkv, kwargs)
-            if found.get("out_swapped"):
-                attention = graph.call_method("transpose", (attention, -2, -1))
+            attention = _emit(graph, found, plan)
         for reader in found["readers"]:  # x.dtype, x.device of a replaced node: q's are the same
             reader.replace_input_with(reader.args[0], found["q"])
         out.replace_all_uses_with(attention)
         graph.erase_node(out)
         count += 1
     return count
+
+
+def _plan(
+    found: dict[str, Any], buffers: Buffers, max_head_dim: int, decomposed: bool
+) -> dict[str, Any] | None:
+    """What the rewrite of ``found`` passes SDPA (the mask's kind, causal, a window), or None
+    where it would not be the same function."""
+    q, k = _shape(found["q"]), dims(found["k"])
+    rel = found.get("rel")  # decomposed relative positions: taken alone, for a kernel reading them
+    alone = found["mask"] is None and found["bias"] is None
+    if (max_head_dim and (q is None or q[-1] > max_head_dim)) or (rel and not (decomposed and alone)):
+        return None
+    how, mask = found["mask"] or (None, None)
+    causal = (how == "fill" and is_causal_mask(mask, q, k, buffers)) or (
+        how == "add" and causal_bias(mask, q, k, buffers)
+    )
+    slide = None
+    if how is not None and not causal and found["bias"] is None:
+        slide = window(mask, how, q, k, buffers)
+        causal = slide == 0
+    if found["finite"] and not (causal or slide):
+        return None  # a finite fill equals -inf's only where every row keeps a key
+    view = found.get("batch_view")  # BART's mask over the (B, H) view: only a plain mask there
+    if view is not None and (found.get("gqa") or found.get("out_swapped") or rel or causal or slide):
+        return None
+    return {
+        "q": q,
+        "k": k,
+        "how": how,
+        "mask": mask,
+        "causal": causal,
+        "window": slide,
+        "rel": rel,
+        "view": view,
+    }
+
+
+def _emit(graph: torch.fx.Graph, found: dict[str, Any], plan: dict[str, Any]) -> Node:
+    """The SDPA call (and the views around it) in place of ``found``'s pattern."""
+    how, mask, bias, causal, q = plan["how"], plan["mask"], found["bias"], plan["causal"], plan["q"]
+    kwargs: dict[str, Any] = {"scale": _scale(graph, found["scale"])}
+    if how is not None and plan["view"] is None:
+        mask = in_q_dims(graph, mask, q)
+    if bias is not None and how is None:  # baddbmm's bias alone: an additive mask
+        kwargs["attn_mask"] = floored(graph, bias)
+    elif bias is not None:  # a fill and a bias: one mask (SDPA takes one)
+        joined = graph.call_function(torch.where, (mask, -math.inf, floored(graph, bias)))
+        if causal:
+            joined.meta[CAUSAL_KEY_BIAS] = bias
+        kwargs["attn_mask"] = joined
+    elif causal:
+        kwargs["is_causal"] = True  # kernels skip the masked blocks
+    elif how == "fill":
+        kwargs["attn_mask"] = graph.call_function(torch.logical_not, (mask,))
+        kwargs["attn_mask"].meta[FILLED] = mask  # for a kernel taking an additive mask
+    elif how == "add":
+        kwargs["attn_mask"] = floored(graph, mask)
+    if plan["window"]:  # for a kernel with a sliding window (the 3xTF32 flash attention)
+        kwargs["attn_mask"].meta[CAUSAL_WINDOW] = plan["window"]
+    if plan["rel"] is not None:
+        kwargs["attn_mask"] = relative_mask(graph, plan["rel"], q[-2])
+    if found.get("gqa"):
+        kwargs["enable_gqa"] = True
+    qkv = [found["q"], emitted(graph, found["k"]), emitted(graph, found["v"])]
+    shapes = (q, plan["k"], dims(found["v"]))
+    attention = graph.call_function(
+        F.scaled_dot_product_attention, tuple(batch_viewed(graph, qkv, shapes, plan["view"])), kwargs
+    )
+    if plan["view"] is not None:  # the output back in q's batch dims
+        attention = graph.call_method("reshape", (attention, *q[:-1], shapes[2][-1]))  # type: ignore[index]
+    if found.get("out_swapped"):
+        attention = graph.call_method("transpose", (attention, -2, -1))
+    return attention

@@ -5,6 +5,7 @@ whether a finite fill is low enough to stand for -inf under a causal mask."""
 
 from __future__ import annotations
 
+import math
 import operator
 import uuid
 from collections.abc import Callable
@@ -257,3 +258,43 @@ def kept(value: torch.Tensor, fill: bool) -> torch.Tensor | None:
     if not value.is_floating_point() or not bool(((value == 0) | (value <= FINITE_FILL_MAX)).all()):
         return None
     return value == 0
+
+
+def window(mask: Any, how: str, q: Any, k: Any, buffers: Buffers) -> int | None:
+    """0 when a mask built from no input is the causal one, w when it is the causal one within
+    the last w keys (Gemma's and Mistral's sliding window, built from aranges), else None."""
+    value = constant_value(mask, buffers) if q is not None and k is not None else None
+    keep = kept(value, how == "fill") if value is not None else None
+    return causal_window(keep) if keep is not None and tuple(keep.shape) == (q[-2], k[-2]) else None
+
+
+def in_q_dims(graph: torch.fx.Graph, mask: Node, q: tuple[int, ...]) -> Node:
+    """``mask`` with the dims it has beyond q's dropped, when they are 1 (a mask found over the
+    viewed batch dimensions, which the attention pass accepts only batch-free)."""
+    dims = shape(mask)
+    if dims is None or len(dims) <= len(q):
+        return mask
+    return graph.call_method("reshape", (mask, *dims[-2:]))
+
+
+# An additive mask's fill below this (transformers' finfo.min) overflows to -inf in a kernel that
+# computes in log2 units, and a row of it then gives 0 or NaN where the softmax gives equal
+# weights (ModernBERT's padded queries past its window, 2026-11-27: every SDPA rewrite was
+# incorrect on an H100, max abs err 0.16). The mask passed to SDPA is kept at it; -inf stays.
+MASK_FLOOR = -2.3e38
+FLOORED = "kforge_floored"  # node meta: the additive mask a floored attn_mask was made from
+
+
+def floored(graph: torch.fx.Graph, mask: Any) -> Any:
+    """``mask`` with its fills below MASK_FLOOR (but -inf) at MASK_FLOOR: the same softmax. Made
+    once a mask (the layers of a model share theirs)."""
+    if not isinstance(mask, Node):
+        return mask
+    made = next((n for n in mask.users if n.meta.get(FLOORED) is mask), None)
+    if made is not None:
+        return made
+    raised = graph.call_method("clamp", (mask,), {"min": MASK_FLOOR})
+    finite = graph.call_function(operator.gt, (mask, -math.inf))
+    out = graph.call_function(torch.where, (finite, raised, mask))
+    out.meta[FLOORED] = mask
+    return out

@@ -24,14 +24,25 @@ VIEWS = ("view", "reshape")
 def only_user(node: Node, user: Node) -> bool:
     """Whether ``user`` is the one user of ``node`` that reads its values (``x.dtype``, as
     ``torch.finfo(x.dtype)`` reads it, and ``y.type_as(x)``, as T5 casts its probabilities
-    back, read only its dtype)."""
+    back, read only its dtype; ``m.expand_as(x)``, as DistilBERT shapes its padding mask, only
+    its shape)."""
     return [u for u in node.users if not _reads_only_metadata(u, node)] == [user]
 
 
 def _reads_only_metadata(user: Node, node: Node) -> bool:
     if reads_attribute(user):
         return True
-    return _call(user, (), ("type_as",)) and user.args[1:] == (node,) and user.args[0] is not node
+    return _call(user, (), ("type_as", "expand_as")) and user.args[1:] == (node,) and user.args[0] is not node
+
+
+def unexpanded(mask: Any, scores: Any) -> Any:
+    """m for a mask ``m.expand_as(x)`` or ``m.expand(...)`` to the scores' shape (DistilBERT's
+    ``(mask == 0).view(b, 1, 1, s).expand_as(scores)``): masked_fill broadcasts m the same way,
+    and SDPA takes it broadcast, never made (B, H, L, S)."""
+    if not _call(mask, (), ("expand_as", "expand")) or not isinstance(mask.args[0], Node):
+        return mask
+    shape = _shape(mask)
+    return mask.args[0] if shape is not None and shape == _shape(scores) else mask
 
 
 def reads_attribute(user: Node) -> bool:
@@ -157,3 +168,11 @@ def same_batch(found: dict[str, Any]) -> bool:
     if q is None or k is None or v is None or not len(q) == len(k) == len(v) >= 3:
         return False
     return q[:-2] == k[:-2] == v[:-2] and q[-1] == k[-1] and k[-2] == v[-2]
+
+
+def batch_viewed(graph: torch.fx.Graph, qkv: list[Any], shapes: tuple[Any, ...], view: Any) -> list[Any]:
+    """q, k and v viewed to the batch dims ``view`` (BART's (B, H), where its mask is added over
+    q's flat (B * H)), or as they are with no view."""
+    if view is None:
+        return qkv
+    return [graph.call_method("reshape", (t, *view, *d[-2:])) for t, d in zip(qkv, shapes, strict=True)]

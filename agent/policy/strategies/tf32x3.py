@@ -98,6 +98,23 @@ SDPA_ARGS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "sc
 SDPA_DEFAULTS = (None, None, None, None, 0.0, False, None, False)
 
 
+@dataclasses.dataclass(frozen=True)
+class Filled:
+    """A boolean mask that a -inf fill read (``fx_attention.FILLED``), which the kernel takes as
+    the additive mask ``where(mask, -inf, 0)``: the same scores, and a row that every key's fill
+    reaches NaN, as the fill's softmax gives it."""
+
+    mask: torch.fx.Node
+
+    @staticmethod
+    def meta(bias: Filled) -> torch.Tensor | None:
+        shape = _meta(bias.mask)
+        return None if shape is None else torch.empty(shape.shape, dtype=torch.float32, device="meta")
+
+    def additive(self, graph: torch.fx.Graph) -> torch.fx.Node:
+        return graph.call_function(torch.where, (self.mask, -float("inf"), 0.0))
+
+
 def _sdpa_call(node: torch.fx.Node) -> tuple[Any, ...] | None:
     """(q, k, v, is_causal, scale, bias or None) of a scaled_dot_product_attention the flash
     kernel computes (fp32, no mask but an additive fp32 one, no dropout, head dim <= 256,
@@ -126,7 +143,10 @@ def _sdpa_call(node: torch.fx.Node) -> tuple[Any, ...] | None:
         bias, causal = mask.meta[fx_attention.CAUSAL_KEY_BIAS], True
     elif isinstance(mask, torch.fx.Node) and mask.meta.get(fx_attention.CAUSAL_WINDOW) and not causal:
         bias, causal, window = None, True, mask.meta[fx_attention.CAUSAL_WINDOW]
-    qm, km, vm, bm = _meta(q), _meta(k), _meta(v), _meta(bias)
+    elif isinstance(mask, torch.fx.Node) and mask.meta.get(fx_attention.FILLED) is not None:
+        bias = Filled(mask.meta[fx_attention.FILLED])  # DistilBERT's padding: -inf where it is True
+    qm, km, vm = _meta(q), _meta(k), _meta(v)
+    bm = Filled.meta(bias) if isinstance(bias, Filled) else _meta(bias)
     if qm is None or km is None or vm is None or (bias is not None and bm is None):
         return None
     if unsupported(qm, km, vm, gqa, bm):
@@ -182,6 +202,7 @@ def replace_gemms(gm: torch.fx.GraphModule) -> int:
         sdpa = _sdpa_call(node)
         if sdpa is not None:
             with graph.inserting_before(node):
+                sdpa = tuple(a.additive(graph) if isinstance(a, Filled) else a for a in sdpa)
                 new = graph.create_node("call_function", _kforge_sdpa3, sdpa, name="sdpa3")
             new.meta.update(node.meta)
             node.replace_all_uses_with(new)

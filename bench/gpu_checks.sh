@@ -102,11 +102,13 @@ for strategy, status, result in rows:
                # builds the FX rewrites' tables on the device (RAFT's graphs: capture failed on both), the index
                # copies the features now count (SAM's graphs), the skipped mask blocks' GPU test at one tile;
                # SAM's decomposed relative positions on the flash kernel (its block first, then its --relpos table)
-    (python3 -m pytest -q -m gpu tests/test_device_factories.py tests/test_tf32x3_attention.py -p no:cacheprovider; \
-      cd bench && python3 bench_strategies.py ../bench/realistic/unseen6/sam_vit_b_encoder_window_global_blocks.py --match tf32x3-gemm; \
-      python3 bench_strategies.py ../bench/realistic/dev/raft_large_correlation_lookup_motion_encoder.py \
+               # Each step under its own timeout (PENDING_STEP_S, 240 s), so that one slow compile leaves the rest their time.
+    step="timeout ${PENDING_STEP_S:-240}"
+    ($step python3 -m pytest -q -m gpu tests/test_device_factories.py tests/test_tf32x3_attention.py -p no:cacheprovider; \
+      cd bench && $step python3 bench_strategies.py ../bench/realistic/unseen6/sam_vit_b_encoder_window_global_blocks.py --match tf32x3-gemm; \
+      $step python3 bench_strategies.py ../bench/realistic/dev/raft_large_correlation_lookup_motion_encoder.py \
         --match device-factories,tf32x3-conv; \
-      python3 bench_tf32x3_attention.py --relpos) 2>&1 | tee "$OUT/pending.log" ;;
+      $step python3 bench_tf32x3_attention.py --relpos) 2>&1 | tee "$OUT/pending.log" ;;
   realistic)   # issue #34's realistic blocks (bench/realistic/README.md; carry .whl/agent): REALISTIC_SET=dev|heldout|unseen|...|unseen5 (or a list file there, e.g. after-unseen5.txt),
                # REALISTIC_ROUNDS (2), REALISTIC_STRATEGIES (families, as --strategies), REALISTIC_SECONDS (no new
                # task after it; 420), REALISTIC_TIMEOUT (the batch stopped, resumable; REALISTIC_SECONDS + 100). The batch folder comes back in

@@ -550,6 +550,34 @@ def test_barts_mask_over_the_viewed_heads_goes_on_the_kernel_in_its_dims_verifie
     )  # fmt: skip
 
 
+def test_a_finfo_min_fill_on_a_padding_mask_is_taken_as_its_additive_mask_and_verified(
+    monkeypatch, make_cpu_options, tmp_path
+):
+    """DeBERTa's fill (fixture ``finfo_padding_small``): ``masked_fill(~keep, finfo.min)`` on a
+    mask that is not causal, with a row that keeps no key. fp32's ``finfo.min`` absorbs any score
+    below 1e31, so the fill is the additive mask ``where(~keep, finfo.min, 0)``: the same values,
+    equal weights on that row. On the flash kernel and on PyTorch's SDPA it is verified; with the
+    mask dropped it is incorrect. A fill of -1e9 (a score moves it) is left alone."""
+    _verified_and_a_broken_call_caught(
+        monkeypatch, make_cpu_options, tmp_path, "finfo_padding_small.py",
+        "torch.where(invert, getattr_2, 0.0)", "softmax",
+        KERNEL_CALL.replace("scale, bias,", "scale, None,"),
+    )  # fmt: skip
+    path = tmp_path / "finfo_padding_small.py"
+    task, analysis, specs = _analysis(path)
+    plain = registry.build(
+        task, next(s for s in specs if s.name.startswith("fx-rewrite[") and "+" not in s.name), analysis
+    )
+    assert "scaled_dot_product_attention" in plain
+    (result,) = evaluate_many(load_task(path), [plain], make_cpu_options(trials=2, timing_trials=1))
+    assert result.status == Status.OK and result.correct, result.log
+    near = tmp_path / "near_fill.py"
+    near.write_text(path.read_text().replace("torch.finfo(q.dtype).min", "-1e9"))
+    _, analysis, _ = _analysis(near)
+    assert analysis.gemm3 is None or "_kforge_sdpa3(" not in analysis.gemm3[0].method
+    assert analysis.fx is None or "scaled_dot_product_attention" not in analysis.fx[0].method
+
+
 def test_sams_relative_positions_go_on_the_kernel_as_two_tables_verified_and_swapped_ones_are_caught(
     monkeypatch, make_cpu_options, tmp_path
 ):

@@ -22,9 +22,11 @@ causal mask added from a buffer (0 on and below the diagonal, -inf above) become
 scores as ``baddbmm(bias, q, k^T, alpha=scale)`` over a flat (batch * heads) dimension,
 viewed as (batch, heads) for the mask and back for the product (views that only regroup the
 dimensions before the last two are dropped, the attention computed in q's), the causal mask
-filled with ``torch.finfo(dtype).min``. A finite fill of at most -1e9 is taken only where the
+filled with ``torch.finfo(dtype).min``. A finite fill of at most -1e9 is taken where the
 mask is proved causal: every row then keeps its diagonal, and exp(fill - row max) is 0 as
-exp(-inf) is unless a kept score is itself below about -1e9. A mask fill and an additive
+exp(-inf) is unless a kept score is itself below about -1e9. Elsewhere an fp32 fill of at most
+-1e30 (``finfo.min``) is taken as the additive mask ``where(mask, fill, 0)``: any score added
+to it rounds to the fill, the same values on every row. A mask fill and an additive
 bias together become one ``attn_mask`` (``where(mask, -inf, bias)``); when the fill is
 causal, the node carries the bias under ``CAUSAL_KEY_BIAS`` so that a kernel taking a key
 bias and the causal mask together (the 3xTF32 flash attention) need not read that (L, S)
@@ -32,7 +34,7 @@ mask. Decomposed relative positions (SAM's, ViTDet's and MViTv2's ``add_decompos
 ``(scores.view(B, qh, qw, kh, kw) + rel_h[..., None] + rel_w[..., None, :]).view(B, L, S)``) are
 taken only for a kernel that reads the two tables (``decomposed``, the 3xTF32 flash attention):
 the node carries them under ``DECOMPOSED`` beside the (B, L, S) mask PyTorch's SDPA would need.
-Anything else (intermediates used elsewhere, the probabilities returned, a finite fill
+Anything else (intermediates used elsewhere, the probabilities returned, a fill above -1e30
 on a mask not proved causal, an additive mask before the scale, batch dimensions that
 broadcast) is left alone.
 """
@@ -48,7 +50,16 @@ import torch.fx
 import torch.nn.functional as F
 
 from .fx_masks import FLOORED as FLOORED  # the 3xTF32 pass reads it through here
-from .fx_masks import Buffers, batch_free, causal_bias, floored, in_q_dims, very_negative, window
+from .fx_masks import (
+    Buffers,
+    batch_free,
+    causal_bias,
+    far_negative,
+    floored,
+    in_q_dims,
+    very_negative,
+    window,
+)
 from .fx_masks import arg as _arg
 from .fx_masks import call as _call
 from .fx_masks import causal as is_causal_mask
@@ -57,6 +68,7 @@ from .fx_masks import shape as _shape
 from .fx_operands import (
     Swapped,
     batch_viewed,
+    casts,
     dims,
     dtype_of,
     emitted,
@@ -66,6 +78,8 @@ from .fx_operands import (
     reads_attribute,
     regroups_batch,
     same_batch,
+    same_dtype_cast,
+    sdpa_scale,
     transposed_last_two,
     unexpanded,
 )
@@ -132,7 +146,7 @@ def _from_probs(
         probs = _input(probs)
     elif (drop := _module(gm, probs, torch.nn.Dropout)) is not None and (drop.p == 0 or not drop.training):
         probs = _input(probs)  # p = 0, or in eval mode (DistilBERT's p = 0.1 after its own .eval())
-    if probs is not None and _same_dtype_cast(probs):  # softmax(...).to(q.dtype) on fp32
+    if probs is not None and same_dtype_cast(probs):  # softmax(...).to(q.dtype) on fp32
         probs = _input(probs)
     if probs is None:
         return None
@@ -142,7 +156,7 @@ def _from_probs(
     soft = _module(gm, probs, torch.nn.Softmax)
     if soft is not None:
         dim = soft.dim
-    elif _call(probs, SOFTMAXES, ("softmax",)) and not _casts(probs):
+    elif _call(probs, SOFTMAXES, ("softmax",)) and not casts(probs):
         dim = _arg(probs, 1, "dim")
     else:
         return None
@@ -166,32 +180,11 @@ def _input(node: Node) -> Node | None:
     return inner if isinstance(inner, Node) and only_user(inner, node) else None
 
 
-def _same_dtype_cast(node: Node) -> bool:
-    """``x.to(dtype)``, ``x.type(dtype)`` (a dtype, or another tensor's ``.dtype``),
-    ``x.type_as(y)`` or ``x.float()`` that leaves x's dtype as it is: no cast."""
-    if _call(node, (), ("float",)) and len(node.args) == 1 and not node.kwargs:
-        named = True
-    elif _call(node, (), ("type_as",)) and len(node.args) == 2 and not node.kwargs:
-        named = isinstance(node.args[1], Node)
-    elif not _call(node, (), ("to", "type")) or len(node.args) != 2 or node.kwargs:
-        return False
-    else:
-        target = node.args[1]
-        named = isinstance(target, torch.dtype) or (
-            _call(target, (getattr,)) and len(target.args) == 2 and target.args[1] == "dtype"  # type: ignore[union-attr]
-        )
-    before, after = (n.meta.get("tensor_meta") for n in (node.args[0], node) if isinstance(n, Node))  # type: ignore[misc]
-    return named and getattr(before, "dtype", 0) == getattr(after, "dtype", 1)
-
-
-def _casts(softmax: Node) -> bool:
-    """Whether the softmax casts (SDPA's output keeps the input's dtype): a dtype named that is
-    not the scores' own (transformers' ``softmax(scores, dtype=torch.float32)`` on fp32 scores
-    does not cast)."""
-    values = [*softmax.args[2:], softmax.kwargs.get("dtype")]
-    meta = softmax.args[0].meta.get("tensor_meta") if isinstance(softmax.args[0], Node) else None
-    own = getattr(meta, "dtype", None)
-    return any(isinstance(v, torch.dtype) and v != own for v in values)
+def _scaled(node: Node) -> str | None:
+    """ "div" or "mul" where ``node`` divides or multiplies the scores by a scalar, else None."""
+    if _call(node, (operator.truediv, torch.div), ("div",)) and _scalar(node.args[1]):
+        return "div"
+    return "mul" if _call(node, (operator.mul, torch.mul), ("mul",)) and _scalar(node.args[1]) else None
 
 
 def _scores(node: Any, user: Node, v: Any) -> dict[str, Any] | None:
@@ -212,22 +205,18 @@ def _scores(node: Any, user: Node, v: Any) -> dict[str, Any] | None:
             return _qk(found, node, node.args[0], node.args[1]) if matmul else _baddbmm(found, node)
         if regroups_batch(node) is not None:
             views += 1
-        elif _same_dtype_cast(node):
+        elif same_dtype_cast(node):
             pass  # T5's softmax(scores.float()) on fp32 scores
-        elif _call(node, (operator.truediv, torch.div), ("div",)) and _scalar(node.args[1]):
+        elif (how := _scaled(node)) is not None:
             if found["scale"] != 1.0:
                 return None  # two scales
-            found["scale"] = ("div", node.args[1])
-        elif _call(node, (operator.mul, torch.mul), ("mul",)) and _scalar(node.args[1]):
-            if found["scale"] != 1.0:
-                return None
-            found["scale"] = ("mul", node.args[1])
+            found["scale"] = (how, node.args[1])
         elif _call(node, (torch.masked_fill,), ("masked_fill",)) and found["mask"] is None:
             value = _arg(node, 2, "value")
             if isinstance(value, float) and math.isinf(value) and value < 0:
                 pass
             elif very_negative(value):
-                found["finite"] = True  # taken only if the mask proves causal (sdpa_attention)
+                found["finite"], found["fill"] = True, value  # causal, or far enough (sdpa_attention)
             else:
                 return None  # a finite fill is not the same function on a fully masked row
             fill, at = unexpanded(node.args[1], node.args[0]), _shape(node)
@@ -292,18 +281,6 @@ def _qk(found: dict[str, Any], scores: Node, q: Any, kt: Any) -> dict[str, Any] 
     return {**found, "gqa": True} if heads_broadcast(found) else None
 
 
-def _scale(graph: torch.fx.Graph, found: Any) -> Any:
-    """SDPA's scale for the pattern's: 1.0 when it has none, a number stays a number."""
-    if not isinstance(found, tuple):
-        return 1.0
-    how, value = found
-    if how == "mul":
-        return value
-    if isinstance(value, int | float):
-        return 1.0 / value
-    return graph.call_function(operator.truediv, (1.0, value))
-
-
 def sdpa_attention(gm: torch.fx.GraphModule, max_head_dim: int = 0, decomposed: bool = False) -> int:
     """Rewrite every hand-written attention in ``gm`` (shapes propagated); returns how many.
     ``max_head_dim`` > 0: leave alone an attention whose head dim is larger (its family's GEMM
@@ -344,8 +321,10 @@ def _plan(
     if how is not None and not causal and found["bias"] is None:
         slide = window(mask, how, q, k, buffers)
         causal = slide == 0
-    if found["finite"] and not (causal or slide):
-        return None  # a finite fill equals -inf's only where every row keeps a key
+    if found["finite"] and not (causal or slide):  # -inf's equal only where every row keeps a key
+        if found["bias"] is not None or not far_negative(found["fill"]):
+            return None
+        how = "far"  # else the fill added: the same values (DeBERTa's finfo.min padding)
     view = found.get("batch_view")  # BART's mask over the (B, H) view: only a plain mask there
     if view is not None and (found.get("gqa") or found.get("out_swapped") or rel or causal or slide):
         return None
@@ -364,7 +343,7 @@ def _plan(
 def _emit(graph: torch.fx.Graph, found: dict[str, Any], plan: dict[str, Any]) -> Node:
     """The SDPA call (and the views around it) in place of ``found``'s pattern."""
     how, mask, bias, causal, q = plan["how"], plan["mask"], found["bias"], plan["causal"], plan["q"]
-    kwargs: dict[str, Any] = {"scale": _scale(graph, found["scale"])}
+    kwargs: dict[str, Any] = {"scale": sdpa_scale(graph, found["scale"])}
     if how is not None and plan["view"] is None:
         mask = in_q_dims(graph, mask, q)
     if bias is not None and how is None:  # baddbmm's bias alone: an additive mask
@@ -381,6 +360,8 @@ def _emit(graph: torch.fx.Graph, found: dict[str, Any], plan: dict[str, Any]) ->
         kwargs["attn_mask"].meta[FILLED] = mask  # for a kernel taking an additive mask
     elif how == "add":
         kwargs["attn_mask"] = floored(graph, mask)
+    elif how == "far":
+        kwargs["attn_mask"] = floored(graph, graph.call_function(torch.where, (mask, found["fill"], 0.0)))
     if plan["window"]:  # for a kernel with a sliding window (the 3xTF32 flash attention)
         kwargs["attn_mask"].meta[CAUSAL_WINDOW] = plan["window"]
     if plan["rel"] is not None:

@@ -155,6 +155,26 @@ def very_negative(value: Any) -> bool:
     )
 
 
+FAR_FILL_MAX = -1e30  # a fill this low absorbs any score below 1e31 in fp32: fill + s == fill
+
+
+def far_negative(value: Any) -> bool:
+    """An fp32 fill that any score added to it leaves as it is: a number in [finfo(float32).min,
+    FAR_FILL_MAX], or ``torch.finfo(x.dtype).min`` / ``torch.finfo(torch.float32).min`` of an
+    fp32 x (DeBERTa's padding fill). ``masked_fill(mask, fill)`` is then ``+ where(mask, fill,
+    0)``, the same values on every row, one with every key filled too (equal weights)."""
+    low = float(torch.finfo(torch.float32).min)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return low <= value <= FAR_FILL_MAX
+    if not (very_negative(value) and value.args[0].args):
+        return False
+    dtype = value.args[0].args[0]
+    if call(dtype, (getattr,)) and len(dtype.args) == 2 and dtype.args[1] == "dtype":
+        meta = dtype.args[0].meta.get("tensor_meta") if isinstance(dtype.args[0], Node) else None
+        dtype = getattr(meta, "dtype", None)
+    return dtype == torch.float32
+
+
 CONSTANT_MAX_NODES = 64  # a mask built from aranges and comparisons: a few nodes
 CONSTANT_MAX_ELEMENTS = 2**26
 

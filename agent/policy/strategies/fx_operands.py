@@ -176,3 +176,43 @@ def batch_viewed(graph: torch.fx.Graph, qkv: list[Any], shapes: tuple[Any, ...],
     if view is None:
         return qkv
     return [graph.call_method("reshape", (t, *view, *d[-2:])) for t, d in zip(qkv, shapes, strict=True)]
+
+
+def sdpa_scale(graph: torch.fx.Graph, found: Any) -> Any:
+    """SDPA's scale for the pattern's: 1.0 when it has none, a number stays a number."""
+    if not isinstance(found, tuple):
+        return 1.0
+    how, value = found
+    if how == "mul":
+        return value
+    if isinstance(value, int | float):
+        return 1.0 / value
+    return graph.call_function(operator.truediv, (1.0, value))
+
+
+def same_dtype_cast(node: Node) -> bool:
+    """``x.to(dtype)``, ``x.type(dtype)`` (a dtype, or another tensor's ``.dtype``),
+    ``x.type_as(y)`` or ``x.float()`` that leaves x's dtype as it is: no cast."""
+    if _call(node, (), ("float",)) and len(node.args) == 1 and not node.kwargs:
+        named = True
+    elif _call(node, (), ("type_as",)) and len(node.args) == 2 and not node.kwargs:
+        named = isinstance(node.args[1], Node)
+    elif not _call(node, (), ("to", "type")) or len(node.args) != 2 or node.kwargs:
+        return False
+    else:
+        target = node.args[1]
+        named = isinstance(target, torch.dtype) or (
+            _call(target, (getattr,)) and len(target.args) == 2 and target.args[1] == "dtype"  # type: ignore[union-attr]
+        )
+    before, after = (n.meta.get("tensor_meta") for n in (node.args[0], node) if isinstance(n, Node))  # type: ignore[misc]
+    return named and getattr(before, "dtype", 0) == getattr(after, "dtype", 1)
+
+
+def casts(softmax: Node) -> bool:
+    """Whether the softmax casts (SDPA's output keeps the input's dtype): a dtype named that is
+    not the scores' own (transformers' ``softmax(scores, dtype=torch.float32)`` on fp32 scores
+    does not cast)."""
+    values = [*softmax.args[2:], softmax.kwargs.get("dtype")]
+    meta = softmax.args[0].meta.get("tensor_meta") if isinstance(softmax.args[0], Node) else None
+    own = getattr(meta, "dtype", None)
+    return any(isinstance(v, torch.dtype) and v != own for v in values)

@@ -49,14 +49,17 @@ def _worker(
         os.environ["CUDA_VISIBLE_DEVICES"] = visible_gpu(gpu, os.environ.get("CUDA_VISIBLE_DEVICES"))
     if workers > 1:
         os.environ.update(share_of_host(workers))
-    while deadline is None or time.time() < deadline:
-        if parent is not None and os.getppid() != parent:  # the batch process was killed:
-            results.cancel_join_thread()  # nobody reads the lines it holds; take no new task
-            return
-        entry = tasks.get()
-        if entry is None:
-            return
-        results.put(run_task(entry, options))
+    try:
+        while deadline is None or time.time() < deadline:
+            if parent is not None and os.getppid() != parent:  # the batch process was killed:
+                results.cancel_join_thread()  # nobody reads the lines it holds; take no new task
+                return
+            entry = tasks.get()
+            if entry is None:
+                return
+            results.put(run_task(entry, options))
+    except KeyboardInterrupt:  # Ctrl-C reaches the whole group: the batch says how to resume
+        results.cancel_join_thread()  # (each worker's traceback filled the log, 2026-11-28)
 
 
 def local_pool(pending: list[TaskEntry], options: BatchOptions) -> Iterator[dict[str, Any]]:

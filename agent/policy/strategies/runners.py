@@ -129,6 +129,9 @@ def _compile_args(spec: Spec) -> str:
 #   be pinned", RAFT's compiled graphs, 2026-11-28). A tensor of a list is made on the device:
 #   the FX rewrites' tables (``fx_constants``) are built there once, before a graph's capture.
 ON_DEVICE_PRELUDE = '''
+from torch.utils._device import _device_constructors  # not imported with torch itself
+
+
 class _KforgeOnDevice(torch.overrides.TorchFunctionMode):
     """torch.device(device), the factory calls that name the CPU made there as well."""
 
@@ -139,7 +142,7 @@ class _KforgeOnDevice(torch.overrides.TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if (
-            func in torch.utils._device._device_constructors()
+            func in _device_constructors()
             and not (func in (torch.tensor, torch.as_tensor, torch.asarray) and _kforge_number(args, kwargs))
             and kwargs.get("generator") is None
             and not kwargs.get("pin_memory")

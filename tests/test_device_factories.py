@@ -90,14 +90,8 @@ def test_the_features_count_the_copies_an_index_or_a_write_from_the_cpu_makes(lo
     assert analysis.features.host_copies == 2
     graphs = [s for s in specs if s.replays_graph]
     assert graphs and all(FLAG in s.flags for s in graphs)
-    reference = load_source(fixture.read_text(), "ref_relpos_copies")
-    torch.manual_seed(0)
-    source = registry.build(
-        load_task(fixture, check_import=False), next(s for s in graphs if s.name == GRAPH), analysis
-    )
-    model, ref = load_source(source, "cand_relpos_copies").ModelNew(), reference.Model()
-    model.load_state_dict(ref.state_dict())
-    inputs = reference.get_inputs()
+    _, _, source = _graph_candidate(fixture)
+    ref, model, inputs = _pair(load_source, fixture, source, "relpos_copies")
     with torch.no_grad():
         assert _host_copies(ref, *inputs) == 2 and _host_copies(model, *inputs) == 0
 

@@ -426,6 +426,11 @@ def _alone(specs, family: str):
     return registry.kernels_alone(next(s for s in specs if s.family == family))
 
 
+def _plain_sdpa(specs):
+    """The plain FX rewrite, eagerly: PyTorch's SDPA where the attention was."""
+    return next(s for s in specs if s.name.startswith("fx-rewrite[") and "+" not in s.name)
+
+
 def _small_attention_qualifies(monkeypatch) -> None:
     """The attention qualifies at the tests' sizes; the GEMMs still do not (K < MIN_K), so the
     evaluation under the interpreter runs the attention kernel alone."""
@@ -565,9 +570,7 @@ def test_a_finfo_min_fill_on_a_padding_mask_is_taken_as_its_additive_mask_and_ve
     )  # fmt: skip
     path = tmp_path / "finfo_padding_small.py"
     task, analysis, specs = _analysis(path)
-    plain = registry.build(
-        task, next(s for s in specs if s.name.startswith("fx-rewrite[") and "+" not in s.name), analysis
-    )
+    plain = registry.build(task, _plain_sdpa(specs), analysis)
     assert "scaled_dot_product_attention" in plain
     (result,) = evaluate_many(load_task(path), [plain], make_cpu_options(trials=2, timing_trials=1))
     assert result.status == Status.OK and result.correct, result.log
@@ -613,9 +616,7 @@ def test_a_padded_query_past_its_window_gets_equal_weights_as_in_the_softmax(
     task, analysis, specs = _analysis(path)
     rewritten = analysis.fx[0].method if analysis.fx is not None else ""
     assert rewritten.count(".clamp(min = -2.3e+38)") == 1 and "scaled_dot_product_attention" in rewritten
-    plain = registry.build(
-        task, next(s for s in specs if s.name.startswith("fx-rewrite[") and "+" not in s.name), analysis
-    )
+    plain = registry.build(task, _plain_sdpa(specs), analysis)
     _small_attention_qualifies(monkeypatch)
     task, analysis, specs = _analysis(path)
     assert analysis.gemm3 is not None, analysis.notes

@@ -106,11 +106,6 @@ class Filled:
 
     mask: torch.fx.Node
 
-    @staticmethod
-    def meta(bias: Filled) -> torch.Tensor | None:
-        shape = _meta(bias.mask)
-        return None if shape is None else torch.empty(shape.shape, dtype=torch.float32, device="meta")
-
     def additive(self, graph: torch.fx.Graph) -> torch.fx.Node:
         return graph.call_function(torch.where, (self.mask, -float("inf"), 0.0))
 
@@ -145,8 +140,9 @@ def _sdpa_call(node: torch.fx.Node) -> tuple[Any, ...] | None:
         bias, causal, window = None, True, mask.meta[fx_attention.CAUSAL_WINDOW]
     elif isinstance(mask, torch.fx.Node) and mask.meta.get(fx_attention.FILLED) is not None:
         bias = Filled(mask.meta[fx_attention.FILLED])  # DistilBERT's padding: -inf where it is True
-    qm, km, vm = _meta(q), _meta(k), _meta(v)
-    bm = Filled.meta(bias) if isinstance(bias, Filled) else _meta(bias)
+    qm, km, vm, bm = _meta(q), _meta(k), _meta(v), _meta(bias.mask if isinstance(bias, Filled) else bias)
+    if isinstance(bias, Filled) and bm is not None:
+        bm = bm.float()  # the additive mask the kernel gets
     if qm is None or km is None or vm is None or (bias is not None and bm is None):
         return None
     if unsupported(qm, km, vm, gqa, bm):

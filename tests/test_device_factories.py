@@ -181,20 +181,91 @@ def test_a_rewrite_s_table_is_built_once_where_the_factories_go():
     assert torch.equal(on_cpu, torch.tensor([[1.0, 2.0], [3.0, 4.0]]))
 
 
-def test_dynamo_traces_the_forward_under_the_mode_in_one_graph(load_source):
-    """The graph candidates under torch.compile run their body inside the mode: Dynamo must
-    trace through it, not break the graph at each factory."""
-    _, _, source = _graph_candidate(GRID)
-    module = load_source(source, "cand_grid_dynamo")
-    reference = load_source(GRID.read_text(), "ref_grid_dynamo")
-    torch.manual_seed(0)
+def _traced(fn, *inputs):
+    """Dynamo's graph of ``fn`` as a backend receives it (traced outside the mode, as a flagged
+    compiled candidate runs), and its example inputs."""
+    kept: list = []
+
+    def keep(gm, example_inputs):
+        kept.append((gm, example_inputs))
+        return gm.forward
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(fn, backend=keep, fullgraph=True)(*inputs)
+    return kept[0]
+
+
+def _made(gm) -> dict:
+    return {n.target: n.kwargs.get("device") for n in gm.graph.nodes if n.op == "call_function"}
+
+
+def test_a_compiled_body_s_factories_are_moved_before_inductor_sees_them(load_source):
+    """RAFT's and SAM's compiled graphs, traced under the mode, still copied a grid and a table
+    from the CPU each call and failed capture (2026-11-28, H200). A flagged compiled body runs
+    outside the mode; the backend moves the factories of Dynamo's graph by the mode's rule."""
+    helpers = _helpers()
+    reference = load_source(GRID.read_text(), "ref_grid_moved")
+    model = reference.Model().to("meta")
+    gm, inputs = _traced(model, *(x.to("meta") for x in reference.get_inputs()))
+    assert _host_copies(gm, *inputs) == 2  # as traced: the grid (aranges named CPU), the linspace
+    helpers["_kforge_graph_on_device"](gm, inputs)
+    assert _host_copies(gm, *inputs) == 0
+    made = _made(gm)
+    assert made[torch.arange] == torch.device("meta") and made[torch.linspace] == torch.device("meta")
+    assert made[torch.tensor] is None  # the 0-dim scalar stays on the CPU
+    # SAM's relative-position indices, a table of the FX rewrites: traced as torch.tensor(values)
+    index = helpers["_kforge_table"]
+
+    def rows(table: torch.Tensor) -> torch.Tensor:
+        return table[index((2, 1, 0, 3, 2, 1), torch.int64, (2, 3))]
+
+    gm, inputs = _traced(rows, torch.randn(4, 5, device="meta"))
+    assert _host_copies(gm, *inputs) == 1
+    helpers["_kforge_graph_on_device"](gm, inputs)
+    assert _host_copies(gm, *inputs) == 0 and _made(gm)[torch.tensor] == torch.device("meta")
+
+
+def test_the_flagged_compiled_candidates_go_through_inductor_with_their_mode_s_options(load_source):
+    """Each compiled candidate under the flag runs outside the mode and names the backend with
+    its mode's options; on the CPU (nothing to move) it compiles and computes the reference."""
+    task, analysis, specs = _analysis(GRID)
+    every = specs + [v for s in specs for v in registry.variants(s, analysis, "cuda")]
+    compiled = [s for s in every if FLAG in s.flags and s.runner in ("compile", "compile-graph")]
+    assert compiled
+    for spec in compiled:
+        source = registry.build(task, spec, analysis)
+        assert "backend=_kforge_inductor_on_device(" in source and "mode=" not in source, spec.name
+        assert f"_kforge_mode_options({spec.mode!r})" in source or "_kforge_nchw(" in source, spec.name
+        assert "with _kforge_factories" not in source, spec.name
+    helpers = _helpers()
+    reference = load_source(GRID.read_text(), "ref_grid_inductor")
     model = reference.Model()
     (fmap,) = reference.get_inputs()
     torch._dynamo.reset()
-    with torch.no_grad(), module._KforgeOnDevice(torch.device("cpu")):
-        out = torch.compile(model, backend="eager", fullgraph=True)(fmap)
+    backend = helpers["_kforge_inductor_on_device"](helpers["_kforge_mode_options"]("default"))
     with torch.no_grad():
-        torch.testing.assert_close(out, model(fmap), rtol=0, atol=0)
+        torch.testing.assert_close(torch.compile(model, backend=backend)(fmap), model(fmap))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_a_gpu_the_compiled_graph_of_a_forward_naming_the_cpu_captures(tmp_path, make_gpu_options):
+    """RAFT's and SAM's compiled graph candidates (2026-11-28, H200): under the mode alone,
+    Inductor's copy of the CPU-made grid failed capture; through the backend it captures."""
+    from kforge.tools.evaluate import evaluate_many
+    from kforge.tools.result import Status
+
+    task, analysis, specs = _analysis(GRID)
+    spec = next(s for s in specs if s.name == "device-factories+compile-default+cuda-graph")
+    flagged = registry.build(task, spec, analysis)
+    plain = flagged.replace(
+        "backend=_kforge_inductor_on_device(_kforge_mode_options('default'))", "mode='default'"
+    )
+    assert plain != flagged
+    results = evaluate_many(load_task(GRID), [flagged, plain], make_gpu_options(compile_baseline=False))
+    assert results[0].status is Status.OK, results[0].log[-2000:]
+    assert results[1].status is not Status.OK and "during CUDA graph capture" in results[1].log
 
 
 @pytest.mark.gpu

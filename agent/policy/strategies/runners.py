@@ -14,7 +14,7 @@ COMPILE_RUNNER = """\
 def _kforge_run(self, *args):
     fn = self.__dict__.get("_kforge_compiled")
     if fn is None:
-        {pre}fn = torch.compile(self._kforge_body, {compile_args})
+        {pre}fn = {compile_call}
         self.__dict__["_kforge_compiled"] = fn
     return {ret}
 """
@@ -56,7 +56,7 @@ def _kforge_capture(self, args, key):
 
 COMPILED_TARGET = """self.__dict__.get("_kforge_compiled")
     if fn is None:
-        {pre}fn = torch.compile(self._kforge_body, {compile_args})
+        {pre}fn = {compile_call}
         self.__dict__["_kforge_compiled"] = fn"""
 
 
@@ -89,13 +89,25 @@ def runner_code(spec: Spec) -> str:
     )
     if spec.runner == "compile":
         ret = "_kforge_clone(fn(*args))" if spec.mode in CUDAGRAPH_MODES else "fn(*args)"
-        return COMPILE_RUNNER.format(pre=pre, compile_args=_compile_args(spec), ret=ret)
+        return COMPILE_RUNNER.format(pre=pre, compile_call=_compile_call(spec), ret=ret)
     if spec.runner == "cuda-graph":
         return GRAPH_RUNNER.replace("{target}", "self._kforge_body")
     if spec.runner == "compile-graph":
-        target = COMPILED_TARGET.format(pre=pre, compile_args=_compile_args(spec))
+        target = COMPILED_TARGET.format(pre=pre, compile_call=_compile_call(spec))
         return GRAPH_RUNNER.replace("{target}", target)
     raise ValueError(f"unknown runner {spec.runner!r}")
+
+
+def _compile_call(spec: Spec) -> str:
+    """``torch.compile`` of the body; under "device-factories" through Inductor with the same
+    options, after the traced graph's factories are moved (``_kforge_inductor_on_device``)."""
+    args = _compile_args(spec)
+    if "device-factories" not in spec.flags:
+        return f"torch.compile(self._kforge_body, {args})"
+    options = (
+        f"_kforge_mode_options({spec.mode!r})" if args.startswith("mode=") else args.removeprefix("options=")
+    )
+    return f"torch.compile(self._kforge_body, backend=_kforge_inductor_on_device({options}))"
 
 
 def _compile_args(spec: Spec) -> str:
@@ -128,6 +140,12 @@ def _compile_args(spec: Spec) -> str:
 #   autotuner saves mutated arguments into one while the body runs: "Only dense CPU tensors can
 #   be pinned", RAFT's compiled graphs, 2026-11-28). A tensor of a list is made on the device:
 #   the FX rewrites' tables (``fx_constants``) are built there once, before a graph's capture.
+# A compiled body does not run under the mode. Traced under it, RAFT's and SAM's compiled graphs
+# still made factories on the CPU, which Inductor then copied over each call ("Cannot copy
+# between CPU and CUDA tensors during CUDA graph capture" at Inductor's ``buf.copy_``; 2026-11-28,
+# H200), and on the meta device Dynamo ran SAM's table under the mode as a real tensor. Instead
+# the body goes through Inductor by ``_kforge_inductor_on_device``, which moves the factory calls
+# of Dynamo's graph, by the mode's rule, onto the device of the graph's first non-CPU input.
 ON_DEVICE_PRELUDE = '''
 from torch.utils._device import _device_constructors  # not imported with torch itself
 
@@ -141,21 +159,50 @@ class _KforgeOnDevice(torch.overrides.TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if (
-            func in _device_constructors()
-            and not (func in (torch.tensor, torch.as_tensor, torch.asarray) and _kforge_number(args, kwargs))
-            and kwargs.get("generator") is None
-            and not kwargs.get("pin_memory")
-        ):
-            named = kwargs.get("device")
-            if named is None or torch.device(named).type == "cpu":
-                kwargs["device"] = self.device
+        if _kforge_moves(func, args, kwargs):
+            kwargs["device"] = self.device
         return func(*args, **kwargs)
 
 
-def _kforge_number(args, kwargs):
+def _kforge_moves(func, args, kwargs):
+    """A factory call to make on the inputs' device rather than the CPU."""
+    if func not in _device_constructors() or kwargs.get("generator") is not None or kwargs.get("pin_memory"):
+        return False
     data = args[0] if args else kwargs.get("data", kwargs.get("obj"))
-    return isinstance(data, (bool, int, float, complex))
+    if func in (torch.tensor, torch.as_tensor, torch.asarray) and isinstance(data, (bool, int, float, complex)):
+        return False
+    named = kwargs.get("device")
+    return named is None or torch.device(named).type == "cpu"
+
+
+def _kforge_mode_options(mode):
+    import torch._inductor
+
+    return torch._inductor.list_mode_options(mode)
+
+
+def _kforge_inductor_on_device(options):
+    """Inductor with ``options`` (torch.compile's, by mode or given), the traced graph's factory
+    calls first moved as the mode moves them, onto the device of its first non-CPU input."""
+
+    def backend(gm, example_inputs):
+        from torch._inductor.compile_fx import compile_fx
+
+        _kforge_graph_on_device(gm, example_inputs)
+        return compile_fx(gm, example_inputs, config_patches=options)
+
+    return backend
+
+
+def _kforge_graph_on_device(gm, example_inputs):
+    device = next((t.device for t in example_inputs if isinstance(t, torch.Tensor) and t.device.type != "cpu"), None)
+    if device is None:
+        return gm
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and _kforge_moves(node.target, node.args, node.kwargs):
+            node.kwargs = {**node.kwargs, "device": device}
+    gm.recompile()
+    return gm
 '''
 
 
@@ -169,7 +216,8 @@ def forward_code(spec: Spec) -> str:
     # values) is made there instead of on the CPU and copied over: a copy from pageable host
     # memory cannot be captured in a CUDA graph (PointNet++'s sampling loop, unseen8: every
     # graph candidate failed so), and in eager each such copy waits for the host.
-    if "device-factories" in spec.flags:
+    # A compiled body runs outside it: its factories are moved in Dynamo's graph instead.
+    if "device-factories" in spec.flags and spec.runner not in ("compile", "compile-graph"):
         device = "next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device('cpu'))"
         pre += [f"_kforge_factories = _KforgeOnDevice({device})"]
         call = "with _kforge_factories:\n        out = self._kforge_run(*args)"

@@ -81,6 +81,7 @@ def main() -> None:
     parser.add_argument("--precision", default="fp32")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--alone", action="store_true", help="the composed kernels run eagerly too")
+    parser.add_argument("--variants", action="store_true", help="match the specs' tuned variants too")
     parser.add_argument(
         "--no-compile",
         action="store_true",
@@ -94,11 +95,13 @@ def main() -> None:
     for path in args.tasks:
         task = load_task(path)
         analysis = registry.analyse_task(task, task_features(task, None, args.precision, None))
-        specs = [
-            s
-            for s in registry.base_specs(analysis, args.precision, args.device)
-            if any(p in s.name for p in parts)
-        ]
+        pool = registry.base_specs(analysis, args.precision, args.device)
+        if args.variants:  # then matched by name like the base specs
+            pool += [v for s in pool for v in registry.variants(s, analysis, args.device)]
+        specs: list[Spec] = []
+        for s in pool:  # the first of each name
+            if any(p in s.name for p in parts) and s.name not in {t.name for t in specs}:
+                specs.append(s)
         if args.alone:
             specs += [a for a in map(registry.kernels_alone, specs) if a is not None]
         if not specs:

@@ -8,6 +8,8 @@ rewrites a pattern that computes the same function with less work:
 - ``diag(a) @ B`` -> ``a[:, None] * B`` and ``B @ diag(a)`` -> ``B * a``;
 - ``(A @ B) @ C`` -> ``A @ (B @ C)`` when that needs fewer FLOPs;
 - ``x * 1``, ``x / 1``, ``x + 0`` and ``transpose(transpose(x, i, j), i, j)`` removed;
+- a gathered embedding table contracted with queries or weights -> the contraction on the
+  table, then a gather or after a scatter-add (:mod:`.fx_gathers`: TiSASRec's time intervals);
 - attention written out by hand -> ``scaled_dot_product_attention`` (:mod:`.fx_attention`).
 
 The rewritten graph's code becomes ``ModelNew._kforge_body``; only tasks where some pass
@@ -24,7 +26,7 @@ import torch
 import torch.fx
 from kforge.tools.fx_source import SourceError, emit, trace
 
-from . import fx_attention, fx_constants, fx_inplace
+from . import fx_attention, fx_constants, fx_gathers, fx_inplace
 from .source import Body, Spec
 
 Node = torch.fx.Node
@@ -268,6 +270,7 @@ PASSES: dict[str, Callable[[torch.fx.GraphModule], int]] = {
     "diag-matmul": diag_matmul,
     "reassociate": reassociate,
     "identities": identities,
+    "gathered-tables": fx_gathers.gathered_tables,
     "attention-sdpa": fx_attention.sdpa_attention,
 }
 

@@ -1,0 +1,84 @@
+"""The gathered-table rewrite (``fx_gathers``): an embedding looked up per query and key pair,
+then contracted with the queries or the attention weights (TiSASRec's time intervals, unseen10:
+two 1.3 GB gathered tensors, 1.047x over compile), is contracted on the table instead. The
+engine verifies the rewritten forward; a wrong one is caught; a table too large is left."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from kforge.agent.policy.features import task_features
+from kforge.agent.policy.strategies import fx_gathers, fx_rewrite, registry
+from kforge.tools.evaluate import evaluate_many
+from kforge.tools.result import Status
+from kforge.tools.static_checks import static_cheats
+from kforge.tools.task import load_task
+
+FIXTURE = Path(__file__).parent / "fixtures" / "tasks" / "time_interval_attention_small.py"
+SPEC = "fx-rewrite[gathered-tables]"
+
+
+def _candidate(path: Path):
+    task = load_task(path, check_import=False)
+    analysis = registry.analyse_task(task, task_features(task, None, "fp32", None))
+    specs = registry.base_specs(analysis, "fp32", "cpu")
+    spec = next((s for s in specs if s.name == SPEC), None)
+    return task, analysis, (registry.build(task, spec, analysis) if spec is not None else None)
+
+
+def test_the_contractions_run_on_the_table_and_the_pairs_are_never_gathered():
+    _, analysis, source = _candidate(FIXTURE)
+    assert analysis.fx is not None and analysis.fx[1] == ["gathered-tables"], analysis.notes
+    assert source is not None
+    method = analysis.fx[0].method
+    # four contractions: two per layer (heads folded, then one head), none of the (B, L, L, D) lookups
+    assert method.count("torch.gather(") == 2 and method.count(".scatter_add(") == 2, method
+    assert "self.time_k(" not in method and "self.time_v(" not in method, method
+    assert ".view(13, 2, 8)" in method and ".view(13, 1, 16)" in method  # per-head tables
+
+
+def test_the_engine_verifies_the_rewrite_and_catches_heads_swapped(make_cpu_options):
+    task, _, source = _candidate(FIXTURE)
+    assert static_cheats(source, task.source, "fp32") == []
+    broken = source.replace(".permute(1, 0, 2)", ".permute(1, 0, 2).flip(0)", 1)  # the keys' heads swapped
+    assert broken != source
+    good, bad = evaluate_many(task, [source, broken], make_cpu_options(trials=2, timing_trials=1))
+    assert good.status == Status.OK and good.correct, good.log
+    assert good.fp64_rel_err is not None and good.fp64_rel_err < 1e-5
+    assert bad.status == Status.INCORRECT, bad.log
+
+
+def test_a_table_with_many_more_rows_than_keys_is_left_gathered(tmp_path):
+    """Past MAX_ROWS_PER_KEY rows a key, the product on the table costs more than the gather."""
+    rows = fx_gathers.MAX_ROWS_PER_KEY * 10 + 1  # the fixture's 10 keys
+    path = tmp_path / "wide_table.py"
+    path.write_text(FIXTURE.read_text().replace("SPAN + 1, HIDDEN", f"{rows}, HIDDEN"))
+    _, analysis, source = _candidate(path)
+    assert source is None and (analysis.fx is None or "gathered-tables" not in analysis.fx[1])
+
+
+def test_a_lookup_with_another_reader_keeps_it_and_still_computes_the_same(load_source):
+    """The gathered tensor read beside the contractions stays; the contractions still move."""
+    text = FIXTURE.read_text().replace(
+        "        return x + self.single(x, time_k, time_v)",
+        "        return x + self.single(x, time_k, time_v) + time_k.mean(dim=2)",
+    )
+    reference = load_source(text, "ref_gathers_reader")
+    torch.manual_seed(0)
+    model = reference.Model()
+    inputs = reference.get_inputs()
+    meta = reference.Model().to("meta")
+    body, fired = fx_rewrite.rewrite(meta, [x.to("meta") for x in inputs])
+    assert "gathered-tables" in fired and "self.time_k(" in body.method
+    assert body.method.count("torch.gather(") == 2
+    candidate = load_source(
+        text
+        + "\n\nclass ModelNew(Model):\n"
+        + "\n".join("    " + line for line in body.method.splitlines())
+        + "\n    def forward(self, *args):\n        return self._kforge_body(*args)\n",
+        "cand_gathers_reader",
+    ).ModelNew()
+    candidate.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        torch.testing.assert_close(candidate(*inputs), model(*inputs), rtol=1e-5, atol=1e-5)

@@ -207,6 +207,30 @@ def kernels_alone(spec: Spec) -> Spec | None:
     )
 
 
+def _compile_variants(spec: Spec, combo: Spec, analysis: TaskAnalysis) -> list[Spec]:
+    """Variants of a body under compile's default mode: the C++ wrapper, dynamic outputs where
+    the forward has them, one CUDA graph, max-autotune where it can end in time."""
+    out: list[Spec] = []
+    plain = tuple(f for f in spec.flags if f != "cpp-wrapper")  # the wrapper is the default mode's
+    graph = dataclasses.replace(combo, runner="compile-graph", flags=plain)
+    # a rewritten body in one graph first: TiSASRec's gathered tables under compile took
+    # 1.681 ms, in one graph 1.244 (H200, 2026-11-28); a round tunes with its first variant
+    if spec.body == "fx":
+        out.append(graph)
+    if "cpp-wrapper" not in spec.flags:  # the same kernels, less host time a call
+        out.append(dataclasses.replace(combo, flags=(*spec.flags, "cpp-wrapper")))
+    if analysis.features.data_dependent and "dynamic-outputs" not in spec.flags:
+        out.append(dataclasses.replace(combo, flags=(*spec.flags, "dynamic-outputs")))
+    if spec.body != "fx":
+        out.append(graph)
+    # max-autotune only where it can end in an evaluation's time (DIEN's AUGRU and FNFM,
+    # unseen7, 3001 and 795 ops: it timed out at 300 s as their third candidate of round 2)
+    if not compile_modes.too_big_to_autotune(analysis.features):
+        tuned = compile_modes.compile_spec("max-autotune-no-cudagraphs", analysis.features)
+        out.append(dataclasses.replace(combo, mode=tuned.mode, flags=(*plain, *tuned.flags)))
+    return out
+
+
 def variants(spec: Spec, analysis: TaskAnalysis, device: str) -> list[Spec]:
     """Tuned variants of a winner, most promising first."""
     out: list[Spec] = []
@@ -243,17 +267,7 @@ def variants(spec: Spec, analysis: TaskAnalysis, device: str) -> list[Spec]:
         if on_gpu:
             out.append(dataclasses.replace(combo, runner="cuda-graph"))
     elif spec.runner == "compile" and spec.mode == "default" and on_gpu:
-        if "cpp-wrapper" not in spec.flags:  # the same kernels, less host time a call
-            out.append(dataclasses.replace(combo, flags=(*spec.flags, "cpp-wrapper")))
-        if analysis.features.data_dependent and "dynamic-outputs" not in spec.flags:
-            out.append(dataclasses.replace(combo, flags=(*spec.flags, "dynamic-outputs")))
-        plain = tuple(f for f in spec.flags if f != "cpp-wrapper")  # the wrapper is the default mode's
-        out.append(dataclasses.replace(combo, runner="compile-graph", flags=plain))
-        # max-autotune only where it can end in an evaluation's time (DIEN's AUGRU and FNFM,
-        # unseen7, 3001 and 795 ops: it timed out at 300 s as their third candidate of round 2)
-        if not compile_modes.too_big_to_autotune(analysis.features):
-            tuned = compile_modes.compile_spec("max-autotune-no-cudagraphs", analysis.features)
-            out.append(dataclasses.replace(combo, mode=tuned.mode, flags=(*plain, *tuned.flags)))
+        out += _compile_variants(spec, combo, analysis)
     elif spec.runner == "cuda-graph":
         out.append(dataclasses.replace(combo, runner="compile-graph", mode="default"))
     alone = kernels_alone(combo)

@@ -100,3 +100,43 @@ def test_the_policy_tries_the_rewrite_under_compile_first_and_tunes_it_into_one_
     assert first.name == SPEC + "+compile-default"
     analysis = registry.analyse_task(task, task_features(task, None, "fp32", None))
     assert registry.variants(first, analysis, "cuda")[0].name == SPEC + "+compile-default+cuda-graph"
+
+
+PAIRS = Path(__file__).parent / "fixtures" / "tasks" / "message_passing_small.py"
+LINEARS = "fx-rewrite[gathered-linears]"
+
+
+def _linears_candidate(path: Path):
+    task = load_task(path, check_import=False)
+    analysis = registry.analyse_task(task, task_features(task, None, "fp32", None))
+    spec = next((s for s in registry.base_specs(analysis, "fp32", "cpu") if s.name == LINEARS), None)
+    return task, analysis, (registry.build(task, spec, analysis) if spec is not None else None)
+
+
+def test_a_linear_of_gathered_rows_runs_on_the_rows_verified_and_a_swapped_index_is_caught(make_cpu_options):
+    """EGNN's edge MLP: Linear(cat([h[row], h[col], radial])) becomes the Linear's column blocks
+    on h, then gathered, plus the radial's block and the bias: the (E, 33) concatenation is
+    never built."""
+    task, analysis, source = _linears_candidate(PAIRS)
+    assert source is not None and analysis.fx is not None, analysis.notes
+    method = analysis.fx[0].method
+    assert "torch.cat(" not in method and method.count("linear(") == 6, method  # 3 blocks, 2 layers
+    assert static_cheats(source, task.source, "fp32") == []
+    marker = "slice(0, 16, None))]\n"
+    at = source.index(marker)
+    line = source[at:].split("\n")[2]  # the gather of the first block's product: [row]
+    assert "[getitem]" in line, line
+    broken = source.replace(line, line.replace("[getitem]", "[getitem_1]"), 1)  # h[col] for h[row]
+    good, bad = evaluate_many(task, [source, broken], make_cpu_options(trials=2, timing_trials=1))
+    assert good.status == Status.OK and good.correct, good.log
+    assert good.fp64_rel_err is not None and good.fp64_rel_err < 1e-5
+    assert bad.status == Status.INCORRECT, bad.log
+
+
+def test_rows_read_fewer_times_than_twice_are_left_to_the_linear(tmp_path):
+    path = tmp_path / "few_pairs.py"  # 2 atoms a molecule: each row read once
+    path.write_text(PAIRS.read_text().replace("= 3, 4, 5, 16", "= 3, 2, 5, 16"))
+    task = load_task(path)  # a task that imports and runs
+    assert task.name == "few_pairs"
+    _, analysis, source = _linears_candidate(path)
+    assert source is None and (analysis.fx is None or "gathered-linears" not in analysis.fx[1])

@@ -9,7 +9,8 @@ rewrites a pattern that computes the same function with less work:
 - ``(A @ B) @ C`` -> ``A @ (B @ C)`` when that needs fewer FLOPs;
 - ``x * 1``, ``x / 1``, ``x + 0`` and ``transpose(transpose(x, i, j), i, j)`` removed;
 - a gathered embedding table contracted with queries or weights -> the contraction on the
-  table, then a gather or after a scatter-add (:mod:`.fx_gathers`: TiSASRec's time intervals);
+  table, then a gather or after a scatter-add (:mod:`.fx_gathers`: TiSASRec's time intervals),
+  and a Linear of gathered rows -> the Linear of the rows, then the gather (EGNN's edge MLP);
 - attention written out by hand -> ``scaled_dot_product_attention`` (:mod:`.fx_attention`).
 
 The rewritten graph's code becomes ``ModelNew._kforge_body``; only tasks where some pass
@@ -271,6 +272,7 @@ PASSES: dict[str, Callable[[torch.fx.GraphModule], int]] = {
     "reassociate": reassociate,
     "identities": identities,
     "gathered-tables": fx_gathers.gathered_tables,
+    "gathered-linears": fx_gathers.gathered_linears,
     "attention-sdpa": fx_attention.sdpa_attention,
 }
 

@@ -62,11 +62,14 @@ TEMPLATE_ON_KERNEL = 2.0
 # 1.48x faster than alone over 13 realistic tasks (log2: 0.57), which the model cannot see yet.
 # Once a model is trained on runs that offered the composed form, this goes.
 GEMMS_UNDER_COMPILE = 0.57
-# A gathered embedding table contracted on the table (fx_gathers): TiSASRec's time-interval
-# attention (unseen10) went from compile's 5.14 ms to 1.68 under compile and 1.24 in one graph
-# (3.07x and 4.13x over compile, H200, 2026-11-28), where the ranker, which has never seen the
-# pass, put it after five others.
-GATHERS_ON_TABLE = 2.0
+# Work moved before a gather (fx_gathers), which the ranker has never seen: it put the rewrite
+# after five others on TiSASRec. A gathered embedding table contracted on the table: TiSASRec's
+# time-interval attention (unseen10) went from compile's 5.14 ms to 1.68 under compile and 1.24
+# in one graph (3.07x and 4.13x over compile); a Linear of gathered rows run on the rows:
+# EGNN's edge MLPs, 5.25 -> 3.68 and 5.41 -> 3.20 (1.43x and 1.69x; its set's best, max-autotune,
+# 1.10x). H200, 2026-11-28.
+GATHERS_MOVED = 2.0
+GATHER_PASSES = ("gathered-tables", "gathered-linears")
 SECOND = ("triton-template",)  # families placed second when the analysis found their pattern
 # Families the ranker has no trajectories of, scored as the family they refine (the same
 # kernels), just before it where a call is short (host time is most of it), just after where not.
@@ -93,8 +96,8 @@ def evidence(task: TaskAnalysis) -> dict[str, float]:
         bonus["tf32x3-gemm"] = GEMMS_UNDER_COMPILE + (ATTENTION_ON_KERNEL if attention else 0.0)
     if task.conv3 is not None and "_kforge_conv3_bn(" in task.conv3[0].method:
         bonus["tf32x3-conv"] = CONV_ON_KERNEL
-    if task.fx is not None and "gathered-tables" in task.fx[1]:
-        bonus["fx-rewrite-compile"] = GATHERS_ON_TABLE
+    if task.fx is not None and any(p in task.fx[1] for p in GATHER_PASSES):
+        bonus["fx-rewrite-compile"] = GATHERS_MOVED
     if task.templates is not None and task.features.bound == "memory":
         bonus["triton-template"] = TEMPLATE_ON_KERNEL
     return bonus

@@ -25,11 +25,21 @@ SETS = (
     "unseen8",
     "unseen9",
     "unseen10",
+    "unseen11",
 )
 
 # Shapes that depend on the data: Qwen1.5-MoE dispatches with torch.where (nonzero), SchNet's
 # readout repeat_interleaves by atom counts. unseen7, 2026-11-27.
-DATA_DEPENDENT = {"qwen1_5_moe_sparse_block", "schnet_qm9_energy"}
+# Longformer's layer reads its global tokens' count back (``.item()``) and their places
+# (``nonzero``), as transformers writes it: unseen11, 2026-11-28.
+DATA_DEPENDENT = {"qwen1_5_moe_sparse_block", "schnet_qm9_energy", "longformer_layer"}
+
+
+# BatchNorm statistics calibrated in __init__ on a batch it makes (unseen11): built under the
+# meta device, the batch's small tensors go to the CPU and its large ones to meta, and the
+# calibration forward mixes them. Found by this test before the set ran under kforge (2026-11-28);
+# no change was made for them before their measurement.
+BUILT_ON_CPU = {"can_coaction_ctr", "wukong_ranking_model", "x3d_m_res_stage"}
 
 
 def _tasks(name: str) -> list[Path]:
@@ -42,8 +52,14 @@ def _tasks(name: str) -> list[Path]:
 def test_each_task_loads_and_runs_on_meta_at_its_real_shapes(path: Path) -> None:
     task = load_task(path, check_import=False)
     assert task.source.lstrip().startswith('"""'), "each task says what block it is"
+    if path.stem in BUILT_ON_CPU:  # kforge's meta build fails on them: recorded before they ran
+        with pytest.raises(RuntimeError, match="expected device meta"):
+            model, inputs = meta_instance(path)
+            with torch.no_grad():
+                model(*inputs)
+        return
     if path.stem in DATA_DEPENDENT:  # real code: the meta device cannot run it (nor kforge's analysis)
-        with pytest.raises((NotImplementedError, RuntimeError), match="nonzero|output_size"):
+        with pytest.raises((NotImplementedError, RuntimeError), match="nonzero|output_size|item"):
             model, inputs = meta_instance(path)
             with torch.no_grad():
                 model(*inputs)
@@ -75,6 +91,7 @@ def test_the_sets_are_apart_and_each_spans_llm_vision_and_recommender_blocks() -
         "unseen8": 6,
         "unseen9": 8,  # DiT and PatchTST moved to dev/ (a float table, RevIN's state): 2026-11-28
         "unseen10": 10,
+        "unseen11": 10,
     }
     assert all(len(names[s]) >= n for s, n in minimum.items()), {s: len(names[s]) for s in SETS}
     for i, a in enumerate(SETS):
@@ -100,5 +117,9 @@ def test_the_sets_are_apart_and_each_spans_llm_vision_and_recommender_blocks() -
                 continue
             # unseen10's LLM blocks are OLMo-2, Cohere's Aya-23 and RetNet: no Llama-family model
             if name == "unseen10" and kind == "llama":
+                continue
+            # unseen11's LLM blocks are InternLM2, MPT and Longformer; its vision blocks X3D,
+            # NAFNet, FCOS, FLUX and FourCastNet's AFNO (no ViT)
+            if name == "unseen11" and kind in ("llama", "vit"):
                 continue
             assert kind in text or (kind == "llama" and "bert" in text), (name, kind)

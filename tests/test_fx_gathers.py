@@ -139,3 +139,51 @@ def test_rows_read_fewer_times_than_twice_are_left_to_the_linear(tmp_path):
     assert task.name == "few_pairs"
     _, analysis, source = _linears_candidate(path)
     assert source is None and (analysis.fx is None or "gathered-linears" not in analysis.fx[1])
+
+
+LOOKUP_THEN_LINEAR = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.positions = nn.Embedding(8, 6)
+        self.project = nn.Linear(6, 5)
+        self.out = nn.Linear(6, 5, bias=False)
+        self.eval()
+
+    def forward(self, where, h, rows):
+        return self.project(self.positions(where)).sum(1) + self.out(h[rows]).view(4, 10, 5).sum(1)
+
+
+def get_inputs():
+    return [torch.randint(0, 8, (4, 10)), torch.randn(7, 6), torch.randint(0, 7, (40,))]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_linear_of_a_lookup_or_of_gathered_rows_alone_runs_on_the_rows(load_source):
+    """Without a concatenation: a Linear of an embedding lookup with a 2-D index (the weight's
+    8 rows read 40 times) and of ``h[rows]``, each the Linear of the rows, then the gather."""
+    reference = load_source(LOOKUP_THEN_LINEAR, "ref_lookup_linear")
+    torch.manual_seed(0)
+    model = reference.Model()
+    inputs = reference.get_inputs()
+    body, fired = fx_rewrite.rewrite(reference.Model().to("meta"), [x.to("meta") for x in inputs])
+    assert fired == ["gathered-linears"] and "self.positions(" not in body.method, body.method
+    assert body.method.count("linear(") == 2 and "self.project(" not in body.method, body.method
+    candidate = load_source(
+        LOOKUP_THEN_LINEAR
+        + "\n\nclass ModelNew(Model):\n"
+        + "\n".join("    " + line for line in body.method.splitlines())
+        + "\n    def forward(self, *args):\n        return self._kforge_body(*args)\n",
+        "cand_lookup_linear",
+    ).ModelNew()
+    candidate.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        torch.testing.assert_close(candidate(*inputs), model(*inputs), rtol=1e-5, atol=1e-5)

@@ -22,6 +22,7 @@ saves the gathered tensor's traffic).
 
 from __future__ import annotations
 
+import math
 import operator
 from typing import Any
 
@@ -159,17 +160,33 @@ def gathered_tables(gm: torch.fx.GraphModule) -> int:
 MAX_ROWS_PER_READ = 0.5
 
 
-def _gather(node: Any) -> tuple[Node, Node] | None:
-    """(source, index) of ``source[index]``: the rows of a 2-D tensor at a 1-D integer index."""
-    if not isinstance(node, Node) or not call(node, (operator.getitem,)) or len(node.args) != 2:
+def _gather(gm: torch.fx.GraphModule, node: Any) -> tuple[Node | str, Node] | None:
+    """(source, index) of rows read by an integer index: ``source[index]`` of a 2-D tensor, or an
+    ``nn.Embedding``'s lookup (the source then the weight's name), when the source has at most
+    ``MAX_ROWS_PER_READ`` rows a read."""
+    if not isinstance(node, Node) or len(node.args) < 1 or node.kwargs:
         return None
-    source, index = node.args
-    rows, reads = shape(source), shape(index)
-    if not isinstance(source, Node) or not isinstance(index, Node) or rows is None or reads is None:
+    source: Node | str | None = None
+    if call(node, (operator.getitem,)) and len(node.args) == 2 and isinstance(node.args[0], Node):
+        source, index = node.args[0], node.args[1]
+        rows = shape(source)
+        count = rows[0] if rows is not None and len(rows) == 2 else None
+    elif node.op == "call_module" and len(node.args) == 1:
+        module = gm.get_submodule(str(node.target))
+        if type(module) is not torch.nn.Embedding or module.max_norm is not None:
+            return None
+        source, index, count = f"{node.target}.weight", node.args[0], module.num_embeddings
+    else:
         return None
-    if len(rows) != 2 or len(reads) != 1 or dtype_of(index) not in (torch.int64, torch.int32):
+    reads = shape(index)
+    if (
+        count is None
+        or not isinstance(index, Node)
+        or not reads
+        or dtype_of(index) not in (torch.int64, torch.int32)
+    ):
         return None
-    return (source, index) if rows[0] <= MAX_ROWS_PER_READ * reads[0] else None
+    return (source, index) if count <= MAX_ROWS_PER_READ * math.prod(reads) else None
 
 
 def _linear(gm: torch.fx.GraphModule, node: Node) -> tuple[Node, str, bool] | None:
@@ -182,31 +199,36 @@ def _linear(gm: torch.fx.GraphModule, node: Node) -> tuple[Node, str, bool] | No
     return node.args[0], str(node.target), module.bias is not None
 
 
-def _pieces(node: Node) -> list[Node] | None:
-    """The pieces of ``cat(pieces, dim=-1)`` over 2-D tensors, or None."""
+def _pieces(gm: torch.fx.GraphModule, node: Node) -> list[Node] | None:
+    """The pieces of ``cat(pieces, dim=-1)`` (of one rank, 2 or more), or ``[node]`` itself where
+    it is gathered rows; None for anything else."""
+    if _gather(gm, node) is not None:
+        return [node]
     if not call(node, (torch.cat, torch.concat)) or not isinstance(node.args[0], list | tuple):
         return None
     pieces, dim = list(node.args[0]), arg(node, 1, "dim", 0)
-    shapes = [shape(p) for p in pieces]
-    if any(s is None or len(s) != 2 for s in shapes) or dim not in (1, -1):
+    ranks = {len(s) if s is not None else 0 for s in map(shape, pieces)}
+    if len(ranks) != 1 or min(ranks) < 2 or dim not in (min(ranks) - 1, -1):
         return None
     return pieces if all(isinstance(p, Node) for p in pieces) else None
 
 
 def _split_linear(gm: torch.fx.GraphModule, node: Node) -> int:
     found = _linear(gm, node)
-    pieces = _pieces(found[0]) if found is not None else None
-    if found is None or pieces is None or not any(_gather(p) for p in pieces):
+    pieces = _pieces(gm, found[0]) if found is not None else None
+    if found is None or pieces is None or not any(_gather(gm, p) for p in pieces):
         return 0
     _, name, has_bias = found
     g = gm.graph
     with g.inserting_before(node):
         weight, total, start = g.get_attr(f"{name}.weight"), None, 0
         for piece in pieces:
-            width = shape(piece)[1]  # type: ignore[index]
+            width = shape(piece)[-1]  # type: ignore[index]
             columns = g.call_function(operator.getitem, (weight, (slice(None), slice(start, start + width))))
-            gathered = _gather(piece)
+            gathered = _gather(gm, piece)
             source = gathered[0] if gathered is not None else piece
+            if isinstance(source, str):
+                source = g.get_attr(source)
             part = g.call_function(torch.nn.functional.linear, (source, columns))
             if gathered is not None:
                 part = g.call_function(operator.getitem, (part, gathered[1]))

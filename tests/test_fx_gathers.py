@@ -187,3 +187,42 @@ def test_a_linear_of_a_lookup_or_of_gathered_rows_alone_runs_on_the_rows(load_so
     candidate.load_state_dict(model.state_dict())
     with torch.no_grad():
         torch.testing.assert_close(candidate(*inputs), model(*inputs), rtol=1e-5, atol=1e-5)
+
+
+MANY_FIELDS = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fields = nn.ModuleList(nn.Embedding(10, 4) for _ in range(FIELDS))
+        self.mlp = nn.Linear(4 * FIELDS + DENSE, 8)
+        self.eval()
+
+    def forward(self, ids, dense):
+        pieces = [emb(ids[:, i]) for i, emb in enumerate(self.fields)]
+        return self.mlp(torch.cat([*pieces, dense], dim=1))
+
+
+def get_inputs():
+    return [torch.randint(0, 10, (64, FIELDS)), torch.randn(64, DENSE)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_linear_over_many_lookups_or_mostly_dense_features_is_left_whole(load_source):
+    """A CTR model's first Linear over its fields' lookups would become a product and a sum per
+    field in place of one GEMM (MAX_PIECES); a Linear whose work the gathered pieces do not halve
+    is left too. Two small-table fields and no dense feature: taken."""
+    for fields, dense, taken in ((6, 0, False), (1, 40, False), (2, 1, True)):
+        head = f"FIELDS, DENSE = {fields}, {dense}\n"
+        reference = load_source(head + MANY_FIELDS, f"ref_fields_{fields}_{dense}")
+        inputs = reference.get_inputs()
+        found = fx_rewrite.rewrite(reference.Model().to("meta"), [x.to("meta") for x in inputs])
+        fired = found[1] if found is not None else []
+        assert ("gathered-linears" in fired) is taken, (fields, dense, fired)

@@ -155,15 +155,19 @@ def gathered_tables(gm: torch.fx.GraphModule) -> int:
 # A Linear of gathered rows (message passing: EGNN's edge MLP reads cat([h[row], h[col],
 # radial]), 257 features a pair over 96,572 pairs of 4,854 atoms, unseen10) is the Linear of the
 # rows first, then the gather: linear(cat([a[i], b[j], c])) = (a W_a^T)[i] + (b W_b^T)[j] + c
-# W_c^T + bias, with W split by the pieces' columns. Taken where the source has at most half as
-# many rows as the gather reads.
+# W_c^T + bias, with W split by the pieces' columns. A piece counts as gathered where its source
+# has at most half as many rows as the gather reads; the rewrite is taken where that halves the
+# Linear's work at least, over at most MAX_PIECES pieces (a CTR model's Linear over 26 fields'
+# lookups would become 26 small products and 25 sums in place of one GEMM).
 MAX_ROWS_PER_READ = 0.5
+MAX_WORK_SHARE = 0.5
+MAX_PIECES = 4
 
 
-def _gather(gm: torch.fx.GraphModule, node: Any) -> tuple[Node | str, Node] | None:
-    """(source, index) of rows read by an integer index: ``source[index]`` of a 2-D tensor, or an
-    ``nn.Embedding``'s lookup (the source then the weight's name), when the source has at most
-    ``MAX_ROWS_PER_READ`` rows a read."""
+def _gather(gm: torch.fx.GraphModule, node: Any) -> tuple[Node | str, Node, int] | None:
+    """(source, index, the source's rows) of rows read by an integer index: ``source[index]`` of
+    a 2-D tensor, or an ``nn.Embedding``'s lookup (the source then the weight's name), when the
+    source has at most ``MAX_ROWS_PER_READ`` rows a read."""
     if not isinstance(node, Node) or len(node.args) < 1 or node.kwargs:
         return None
     source: Node | str | None = None
@@ -186,7 +190,7 @@ def _gather(gm: torch.fx.GraphModule, node: Any) -> tuple[Node | str, Node] | No
         or dtype_of(index) not in (torch.int64, torch.int32)
     ):
         return None
-    return (source, index) if count <= MAX_ROWS_PER_READ * math.prod(reads) else None
+    return (source, index, count) if count <= MAX_ROWS_PER_READ * math.prod(reads) else None
 
 
 def _linear(gm: torch.fx.GraphModule, node: Node) -> tuple[Node, str, bool] | None:
@@ -216,20 +220,23 @@ def _pieces(gm: torch.fx.GraphModule, node: Node) -> list[Node] | None:
 def _split_linear(gm: torch.fx.GraphModule, node: Node) -> int:
     found = _linear(gm, node)
     pieces = _pieces(gm, found[0]) if found is not None else None
-    if found is None or pieces is None or not any(_gather(gm, p) for p in pieces):
+    if found is None or pieces is None or not 0 < len(pieces) <= MAX_PIECES:
+        return 0
+    widths = [int(shape(p)[-1]) for p in pieces]  # type: ignore[index]
+    reads = math.prod(shape(pieces[0])[:-1])  # type: ignore[index]
+    gathers = [_gather(gm, p) for p in pieces]
+    work = sum((g[2] if g is not None else reads) * w for g, w in zip(gathers, widths, strict=True))
+    if all(g is None for g in gathers) or work > MAX_WORK_SHARE * reads * sum(widths):
         return 0
     _, name, has_bias = found
     g = gm.graph
     with g.inserting_before(node):
         weight, total, start = g.get_attr(f"{name}.weight"), None, 0
-        for piece in pieces:
-            width = shape(piece)[-1]  # type: ignore[index]
+        for piece, gathered, width in zip(pieces, gathers, widths, strict=True):
             columns = g.call_function(operator.getitem, (weight, (slice(None), slice(start, start + width))))
-            gathered = _gather(gm, piece)
             source = gathered[0] if gathered is not None else piece
-            if isinstance(source, str):
-                source = g.get_attr(source)
-            part = g.call_function(torch.nn.functional.linear, (source, columns))
+            rows = g.get_attr(source) if isinstance(source, str) else source
+            part = g.call_function(torch.nn.functional.linear, (rows, columns))
             if gathered is not None:
                 part = g.call_function(operator.getitem, (part, gathered[1]))
             total = part if total is None else g.call_function(operator.add, (total, part))

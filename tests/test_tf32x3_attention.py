@@ -601,6 +601,32 @@ def test_sams_relative_positions_go_on_the_kernel_as_two_tables_verified_and_swa
     )  # fmt: skip
 
 
+def test_sams_attention_left_to_the_compiler_is_the_first_variant_and_verified(
+    monkeypatch, make_cpu_options, tmp_path
+):
+    """The kernel reading SAM's two tables ran at 0.88x and 0.83x of Inductor's attention of
+    the same code (H200, ``--relpos``): the first tuned variant of a body that reads them is the
+    same GEMMs with that attention left as written, for the compiler (body ``tf32x3-plain``),
+    and the engine verifies it under the interpreter."""
+    _small_attention_qualifies(monkeypatch)
+    for name in ("MIN_K", "MIN_SIDE"):  # the Linears on the kernel too: a body without attention
+        monkeypatch.setattr(tf32x3, name, 1)
+    path = tmp_path / "decomposed_relpos_small.py"
+    path.write_text((FIXTURES / "decomposed_relpos_small.py").read_text())
+    task, analysis, specs = _analysis(path)
+    assert analysis.gemm3 is not None and tf32x3.reads_relpos(analysis.gemm3[0])
+    assert analysis.gemm3_plain is not None and not tf32x3.reads_relpos(analysis.gemm3_plain[0])
+    plain = analysis.gemm3_plain[0].method
+    assert "_kforge_sdpa3(" not in plain and plain.count("_kforge_linear3(") == 2, plain
+    spec = next(s for s in specs if s.body == "tf32x3")
+    first = registry.variants(spec, analysis, "cuda")[0]
+    assert first.body == "tf32x3-plain" and first.runner == spec.runner and first.name != spec.name
+    source = registry.build(task, registry.kernels_alone(first), analysis)
+    assert static_cheats(source, task.source, "fp32") == []
+    (good,) = evaluate_many(load_task(path), [source], make_cpu_options(trials=2, timing_trials=1))
+    assert good.status == Status.OK and good.correct, good.log
+
+
 def test_a_padded_query_past_its_window_gets_equal_weights_as_in_the_softmax(
     monkeypatch, make_cpu_options, tmp_path
 ):

@@ -58,6 +58,7 @@ class TaskAnalysis:
     features: TaskFeatures
     fx: tuple[Body, list[str]] | None = None
     gemm3: tuple[Body, list[str]] | None = None  # the forward with its GEMMs on the 3xTF32 kernel
+    gemm3_plain: tuple[Body, list[str]] | None = None  # ... its decomposed relative positions left as written
     conv3: tuple[Body, list[str]] | None = None  # ... with its Conv2d layers on the 3xTF32 kernel
     templates: tuple[Body, list[str]] | None = None  # ... with norms and losses on the Triton templates
     corpus: tuple[str, dict[str, Any]] | None = None
@@ -82,6 +83,8 @@ def analyse_task(task: Task, features: TaskFeatures) -> TaskAnalysis:
         written = functools.partial(_written, analysis.notes)
         analysis.fx = written(lambda: fx_rewrite.rewrite(model, inputs, buffers=buffers))
         analysis.gemm3 = written(lambda: tf32x3.rewrite(model, inputs, buffers))
+        if analysis.gemm3 is not None and tf32x3.reads_relpos(analysis.gemm3[0]):
+            analysis.gemm3_plain = written(lambda: tf32x3.rewrite(model, inputs, buffers, decomposed=False))
         analysis.conv3 = written(lambda: tf32x3.rewrite_convs(model, inputs, buffers))
         analysis.templates = written(lambda: templates.rewrite(model, inputs, buffers))
         analysis.corpus = corpus_kernels.match(model, inputs)
@@ -174,7 +177,7 @@ def runnable(spec: Spec, features: TaskFeatures) -> bool:
     return not (features.compile_failed and spec.runner in ("compile", "compile-graph"))
 
 
-KERNEL_BODIES = ("tf32x3", "tf32x3-conv")  # bodies that run kforge's own kernels
+KERNEL_BODIES = ("tf32x3", "tf32x3-plain", "tf32x3-conv")  # bodies that run kforge's own kernels
 
 
 # The 3xTF32 GEMMs are offered under torch.compile and one CUDA graph: Inductor fuses what lies
@@ -245,6 +248,12 @@ def variants(spec: Spec, analysis: TaskAnalysis, device: str) -> list[Spec]:
             dataclasses.replace(v, family="combo") for v in hgemm_tuned.variants(spec, analysis.hgemm, device)
         ]
     # a round tunes its best attempt with the first of these only (Embedded._queue): most promising first
+    # SAM's decomposed relative positions on the flash kernel: 0.88x (global) and 0.83x (windowed)
+    # of Inductor's attention of the same code, alone (H200, bench_tf32x3_attention.py --relpos,
+    # 2026-11-28); the GEMMs' body with that attention left to the compiler goes first
+    if spec.body == "tf32x3" and analysis.gemm3_plain is not None and spec.runner != "eager":
+        plain = tf32x3.spec(analysis.gemm3_plain[1])
+        out.append(dataclasses.replace(combo, body="tf32x3-plain", tag=plain.tag))
     convs_on_cudnn = spec.body != "tf32x3-conv"
     if spec.body in KERNEL_BODIES and spec.runner == "eager" and on_gpu:
         # kforge's kernels under compile and a graph before cuDNN's benchmark mode for the rest:
@@ -303,6 +312,8 @@ def body_of(spec: Spec, analysis: TaskAnalysis) -> Body:
         return analysis.fx[0]
     if spec.body == "tf32x3" and analysis.gemm3 is not None:
         return analysis.gemm3[0]
+    if spec.body == "tf32x3-plain" and analysis.gemm3_plain is not None:
+        return analysis.gemm3_plain[0]
     if spec.body == "tf32x3-conv" and analysis.conv3 is not None:
         return analysis.conv3[0]
     if spec.body == "triton-template" and analysis.templates is not None:

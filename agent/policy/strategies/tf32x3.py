@@ -328,12 +328,17 @@ Buffers = Callable[[], dict[str, torch.Tensor]] | None  # the model's buffer val
 
 
 def _rewrite(
-    family: _Family, model: torch.nn.Module, inputs: list[Any], buffers: Buffers = None
+    family: _Family,
+    model: torch.nn.Module,
+    inputs: list[Any],
+    buffers: Buffers = None,
+    decomposed: bool = True,
 ) -> tuple[Body, list[str]] | None:
     """The forward with the family's layers on its kernel (after the algebraic rewrites), or
-    None when none qualifies."""
+    None when none qualifies. ``decomposed``: decomposed relative positions on the flash kernel
+    too (where the family's is one); without, such an attention is left as written."""
     attention: Callable[[torch.fx.GraphModule], int] = functools.partial(
-        _kernel_attention, decomposed=family.flash
+        _kernel_attention, decomposed=family.flash and decomposed
     )
     passes = {**fx_rewrite.PASSES, "attention-sdpa": attention, family.pass_name: family.replace}
     result = fx_rewrite.rewrite(model, inputs, passes, family.helpers, buffers)
@@ -356,10 +361,19 @@ def _spec(family: _Family, fired: list[str]) -> Spec:
 
 
 def rewrite(
-    model: torch.nn.Module, inputs: list[Any], buffers: Buffers = None
+    model: torch.nn.Module, inputs: list[Any], buffers: Buffers = None, decomposed: bool = True
 ) -> tuple[Body, list[str]] | None:
     """The forward with its large fp32 GEMMs on the 3xTF32 kernel, or None."""
-    return _rewrite(GEMM, model, inputs, buffers)
+    return _rewrite(GEMM, model, inputs, buffers, decomposed)
+
+
+_SDPA3_CALL = re.compile(r"_kforge_sdpa3\(([^()]*)\)")
+
+
+def reads_relpos(body: Body) -> bool:
+    """Whether the body hands the flash kernel decomposed relative positions (its last two
+    arguments, rel_h and rel_w, not None)."""
+    return any(call.split(", ")[-1] != "None" for call in _SDPA3_CALL.findall(body.method))
 
 
 def rewrite_convs(

@@ -99,33 +99,33 @@ def runner_code(spec: Spec) -> str:
 
 
 def _compile_call(spec: Spec) -> str:
-    """``torch.compile`` of the body; under "device-factories" through Inductor with the same
-    options, after the traced graph's factories are moved (``_kforge_inductor_on_device``)."""
-    args = _compile_args(spec)
-    if "device-factories" not in spec.flags:
-        return f"torch.compile(self._kforge_body, {args})"
-    options = (
-        f"_kforge_mode_options({spec.mode!r})" if args.startswith("mode=") else args.removeprefix("options=")
-    )
-    return f"torch.compile(self._kforge_body, backend=_kforge_inductor_on_device({options}))"
+    """``torch.compile`` of the body, by its mode or Inductor options; under "device-factories"
+    through Inductor with the same options, after the traced graph's factories are moved
+    (``_kforge_inductor_on_device``)."""
+    options = _compile_options(spec)
+    if "device-factories" in spec.flags:
+        given = options or f"_kforge_mode_options({spec.mode!r})"
+        return f"torch.compile(self._kforge_body, backend=_kforge_inductor_on_device({given}))"
+    return f"torch.compile(self._kforge_body, {f'options={options}' if options else f'mode={spec.mode!r}'})"
 
 
-def _compile_args(spec: Spec) -> str:
-    """torch.compile's arguments: the mode, or with "nchw" the mode's options plus
-    layout_optimization off, for this compile only (torch.compile takes one or the other);
-    with "cpp-wrapper" Inductor's C++ wrapper on as well (compile_modes.CPP_WRAPPER)."""
+def _compile_options(spec: Spec) -> str | None:
+    """Inductor's options where torch.compile needs them instead of its mode: with "nchw" the
+    mode's options plus layout_optimization off, for this compile only (torch.compile takes one
+    or the other); with "cpp-wrapper" Inductor's C++ wrapper on as well (compile_modes.CPP_WRAPPER).
+    None: the mode alone."""
     cpp = "cpp-wrapper" in spec.flags
     if "nchw" in spec.flags:
         return (
-            f"options={{**_kforge_nchw({spec.mode!r}), 'cpp_wrapper': True}}"
+            f"{{**_kforge_nchw({spec.mode!r}), 'cpp_wrapper': True}}"
             if cpp
-            else f"options=_kforge_nchw({spec.mode!r})"
+            else f"_kforge_nchw({spec.mode!r})"
         )
     if cpp:
         if spec.mode != "default":  # the other modes' options need torch._inductor imported first
             raise ValueError(f"{spec.name}: the C++ wrapper is built for the default mode only")
-        return "options={'cpp_wrapper': True}"
-    return f"mode={spec.mode!r}"
+        return "{'cpp_wrapper': True}"
+    return None
 
 
 # device-factories: the body runs under this mode, torch.device of the inputs' device (the

@@ -166,20 +166,17 @@ MAX_PIECES = 4
 
 def _gather(gm: torch.fx.GraphModule, node: Any) -> tuple[Node | str, Node, int] | None:
     """(source, index, the source's rows) of rows read by an integer index: ``source[index]`` of
-    a 2-D tensor, or an ``nn.Embedding``'s lookup (the source then the weight's name), when the
-    source has at most ``MAX_ROWS_PER_READ`` rows a read."""
-    if not isinstance(node, Node) or len(node.args) < 1 or node.kwargs:
+    a 2-D tensor, or an embedding lookup (``_lookup``), when the source has at most
+    ``MAX_ROWS_PER_READ`` rows a read."""
+    if not isinstance(node, Node):
         return None
-    source: Node | str | None = None
+    source: Node | str
     if call(node, (operator.getitem,)) and len(node.args) == 2 and isinstance(node.args[0], Node):
         source, index = node.args[0], node.args[1]
         rows = shape(source)
         count = rows[0] if rows is not None and len(rows) == 2 else None
-    elif node.op == "call_module" and len(node.args) == 1:
-        module = gm.get_submodule(str(node.target))
-        if type(module) is not torch.nn.Embedding or module.max_norm is not None:
-            return None
-        source, index, count = f"{node.target}.weight", node.args[0], module.num_embeddings
+    elif (found := _lookup(gm, node)) is not None:
+        index, source, count = found
     else:
         return None
     reads = shape(index)

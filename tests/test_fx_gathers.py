@@ -21,11 +21,11 @@ PAIRS = Path(__file__).parent / "fixtures" / "tasks" / "message_passing_small.py
 LINEARS = "fx-rewrite[gathered-linears]"
 
 
-def _candidate(path: Path):
+def _candidate(path: Path, name: str = SPEC):
+    """(task, analysis, the source of its eager FX candidate ``name``, or None)."""
     task = load_task(path, check_import=False)
     analysis = registry.analyse_task(task, task_features(task, None, "fp32", None))
-    specs = registry.base_specs(analysis, "fp32", "cpu")
-    spec = next((s for s in specs if s.name == SPEC), None)
+    spec = next((s for s in registry.base_specs(analysis, "fp32", "cpu") if s.name == name), None)
     return task, analysis, (registry.build(task, spec, analysis) if spec is not None else None)
 
 
@@ -60,6 +60,21 @@ def test_a_table_with_many_more_rows_than_keys_is_left_gathered(tmp_path):
     assert source is None and (analysis.fx is None or "gathered-tables" not in analysis.fx[1])
 
 
+def _computes_the_same(load_source, text: str, method: str, model, inputs, name: str) -> None:
+    """The rewritten body as a ModelNew of the task ``text``, with ``model``'s weights: the
+    same outputs on ``inputs``."""
+    candidate = load_source(
+        text
+        + "\n\nclass ModelNew(Model):\n"
+        + "\n".join("    " + line for line in method.splitlines())
+        + "\n    def forward(self, *args):\n        return self._kforge_body(*args)\n",
+        name,
+    ).ModelNew()
+    candidate.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        torch.testing.assert_close(candidate(*inputs), model(*inputs), rtol=1e-5, atol=1e-5)
+
+
 def test_a_lookup_with_another_reader_keeps_it_and_still_computes_the_same(load_source):
     """The gathered tensor read beside the contractions stays; the contractions still move."""
     text = FIXTURE.read_text().replace(
@@ -74,16 +89,7 @@ def test_a_lookup_with_another_reader_keeps_it_and_still_computes_the_same(load_
     body, fired = fx_rewrite.rewrite(meta, [x.to("meta") for x in inputs])
     assert "gathered-tables" in fired and "self.time_k(" in body.method
     assert body.method.count("torch.gather(") == 2
-    candidate = load_source(
-        text
-        + "\n\nclass ModelNew(Model):\n"
-        + "\n".join("    " + line for line in body.method.splitlines())
-        + "\n    def forward(self, *args):\n        return self._kforge_body(*args)\n",
-        "cand_gathers_reader",
-    ).ModelNew()
-    candidate.load_state_dict(model.state_dict())
-    with torch.no_grad():
-        torch.testing.assert_close(candidate(*inputs), model(*inputs), rtol=1e-5, atol=1e-5)
+    _computes_the_same(load_source, text, body.method, model, inputs, "cand_gathers_reader")
 
 
 def test_the_policy_tries_the_rewrite_under_compile_first_and_tunes_it_into_one_graph():
@@ -105,18 +111,11 @@ def test_the_policy_tries_the_rewrite_under_compile_first_and_tunes_it_into_one_
         assert registry.variants(first, analysis, "cuda")[0].name == name + "+compile-default+cuda-graph"
 
 
-def _linears_candidate(path: Path):
-    task = load_task(path, check_import=False)
-    analysis = registry.analyse_task(task, task_features(task, None, "fp32", None))
-    spec = next((s for s in registry.base_specs(analysis, "fp32", "cpu") if s.name == LINEARS), None)
-    return task, analysis, (registry.build(task, spec, analysis) if spec is not None else None)
-
-
 def test_a_linear_of_gathered_rows_runs_on_the_rows_verified_and_a_swapped_index_is_caught(make_cpu_options):
     """EGNN's edge MLP: Linear(cat([h[row], h[col], radial])) becomes the Linear's column blocks
     on h, then gathered, plus the radial's block and the bias: the (E, 33) concatenation is
     never built."""
-    task, analysis, source = _linears_candidate(PAIRS)
+    task, analysis, source = _candidate(PAIRS, LINEARS)
     assert source is not None and analysis.fx is not None, analysis.notes
     method = analysis.fx[0].method
     assert "torch.cat(" not in method and method.count("linear(") == 6, method  # 3 blocks, 2 layers
@@ -137,7 +136,7 @@ def test_rows_read_fewer_times_than_twice_are_left_to_the_linear(tmp_path):
     path.write_text(PAIRS.read_text().replace("= 3, 4, 5, 16", "= 3, 2, 5, 16"))
     task = load_task(path)  # a task that imports and runs
     assert task.name == "few_pairs"
-    _, analysis, source = _linears_candidate(path)
+    _, analysis, source = _candidate(path, LINEARS)
     assert source is None and (analysis.fx is None or "gathered-linears" not in analysis.fx[1])
 
 
@@ -177,16 +176,7 @@ def test_a_linear_of_a_lookup_or_of_gathered_rows_alone_runs_on_the_rows(load_so
     body, fired = fx_rewrite.rewrite(reference.Model().to("meta"), [x.to("meta") for x in inputs])
     assert fired == ["gathered-linears"] and "self.positions(" not in body.method, body.method
     assert body.method.count("linear(") == 2 and "self.project(" not in body.method, body.method
-    candidate = load_source(
-        LOOKUP_THEN_LINEAR
-        + "\n\nclass ModelNew(Model):\n"
-        + "\n".join("    " + line for line in body.method.splitlines())
-        + "\n    def forward(self, *args):\n        return self._kforge_body(*args)\n",
-        "cand_lookup_linear",
-    ).ModelNew()
-    candidate.load_state_dict(model.state_dict())
-    with torch.no_grad():
-        torch.testing.assert_close(candidate(*inputs), model(*inputs), rtol=1e-5, atol=1e-5)
+    _computes_the_same(load_source, LOOKUP_THEN_LINEAR, body.method, model, inputs, "cand_lookup_linear")
 
 
 MANY_FIELDS = """

@@ -214,18 +214,15 @@ def _compile_variants(spec: Spec, combo: Spec, analysis: TaskAnalysis) -> list[S
     """Variants of a body under compile's default mode: the C++ wrapper, dynamic outputs where
     the forward has them, one CUDA graph, max-autotune where it can end in time."""
     out: list[Spec] = []
-    plain = tuple(f for f in spec.flags if f != "cpp-wrapper")  # the wrapper is the default mode's
-    graph = dataclasses.replace(combo, runner="compile-graph", flags=plain)
-    # a rewritten body in one graph first: TiSASRec's gathered tables under compile took
-    # 1.681 ms, in one graph 1.244 (H200, 2026-11-28); a round tunes with its first variant
-    if spec.body == "fx":
-        out.append(graph)
     if "cpp-wrapper" not in spec.flags:  # the same kernels, less host time a call
         out.append(dataclasses.replace(combo, flags=(*spec.flags, "cpp-wrapper")))
     if analysis.features.data_dependent and "dynamic-outputs" not in spec.flags:
         out.append(dataclasses.replace(combo, flags=(*spec.flags, "dynamic-outputs")))
-    if spec.body != "fx":
-        out.append(graph)
+    plain = tuple(f for f in spec.flags if f != "cpp-wrapper")  # the wrapper is the default mode's
+    graph = dataclasses.replace(combo, runner="compile-graph", flags=plain)
+    # a rewritten body in one graph first: TiSASRec's gathered tables under compile took
+    # 1.681 ms, in one graph 1.244 (H200, 2026-11-28); a round tunes with its first variant
+    out = [graph, *out] if spec.body == "fx" else [*out, graph]
     # max-autotune only where it can end in an evaluation's time (DIEN's AUGRU and FNFM,
     # unseen7, 3001 and 795 ops: it timed out at 300 s as their third candidate of round 2)
     if not compile_modes.too_big_to_autotune(analysis.features):

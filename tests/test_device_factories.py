@@ -248,14 +248,21 @@ def test_the_flagged_compiled_candidates_go_through_inductor_with_their_mode_s_o
         torch.testing.assert_close(torch.compile(model, backend=backend)(fmap), model(fmap))
 
 
+def _only_the_flagged_captures(path: Path, flagged: str, plain: str, make_gpu_options) -> None:
+    """On the GPU the flagged candidate verifies and the same without the fix fails capture."""
+    from kforge.tools.evaluate import evaluate_many
+    from kforge.tools.result import Status
+
+    results = evaluate_many(load_task(path), [flagged, plain], make_gpu_options(compile_baseline=False))
+    assert results[0].status is Status.OK, results[0].log[-2000:]
+    assert results[1].status is not Status.OK and "during CUDA graph capture" in results[1].log
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_on_a_gpu_the_compiled_graph_of_a_forward_naming_the_cpu_captures(tmp_path, make_gpu_options):
     """RAFT's and SAM's compiled graph candidates (2026-11-28, H200): under the mode alone,
     Inductor's copy of the CPU-made grid failed capture; through the backend it captures."""
-    from kforge.tools.evaluate import evaluate_many
-    from kforge.tools.result import Status
-
     task, analysis, specs = _analysis(GRID)
     spec = next(s for s in specs if s.name == "device-factories+compile-default+cuda-graph")
     flagged = registry.build(task, spec, analysis)
@@ -263,22 +270,15 @@ def test_on_a_gpu_the_compiled_graph_of_a_forward_naming_the_cpu_captures(tmp_pa
         "backend=_kforge_inductor_on_device(_kforge_mode_options('default'))", "mode='default'"
     )
     assert plain != flagged
-    results = evaluate_many(load_task(GRID), [flagged, plain], make_gpu_options(compile_baseline=False))
-    assert results[0].status is Status.OK, results[0].log[-2000:]
-    assert results[1].status is not Status.OK and "during CUDA graph capture" in results[1].log
+    _only_the_flagged_captures(GRID, flagged, plain, make_gpu_options)
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_on_a_gpu_only_the_flagged_graph_captures(tmp_path, make_gpu_options):
-    from kforge.tools.evaluate import evaluate_many
-    from kforge.tools.result import Status
-
     _, _, flagged = _graph_candidate(FPS)
     plain = flagged.replace("with _kforge_factories:", "if True:")
-    results = evaluate_many(load_task(FPS), [flagged, plain], make_gpu_options(compile_baseline=False))
-    assert results[0].status is Status.OK, results[0].log[-2000:]
-    assert results[1].status is not Status.OK and "during CUDA graph capture" in results[1].log
+    _only_the_flagged_captures(FPS, flagged, plain, make_gpu_options)
 
 
 @pytest.mark.gpu
@@ -286,14 +286,9 @@ def test_on_a_gpu_only_the_flagged_graph_captures(tmp_path, make_gpu_options):
 def test_on_a_gpu_the_graph_of_a_forward_naming_the_cpu_captures(tmp_path, make_gpu_options):
     """RAFT's failure (2026-11-28, H200): both graph candidates under ``torch.device`` failed
     capture on the grid made with ``device="cpu"``."""
-    from kforge.tools.evaluate import evaluate_many
-    from kforge.tools.result import Status
-
     _, _, flagged = _graph_candidate(GRID)
     plain = flagged.replace("_kforge_factories = _KforgeOnDevice(", "_kforge_factories = (")
-    results = evaluate_many(load_task(GRID), [flagged, plain], make_gpu_options(compile_baseline=False))
-    assert results[0].status is Status.OK, results[0].log[-2000:]
-    assert results[1].status is not Status.OK and "during CUDA graph capture" in results[1].log
+    _only_the_flagged_captures(GRID, flagged, plain, make_gpu_options)
 
 
 @pytest.mark.gpu
